@@ -1,1 +1,26 @@
-fn main() {}
+//! The `agentpack` binary: parse the command line, run the command, print the error.
+//!
+//! This file stays thin on purpose (ripgrep's `main.rs` is the model): the libraries do the work, the
+//! command modules under `commands/` decide what to print, and `main` only turns an error into text on
+//! stderr and an exit code. Nothing else in the binary may call `std::process::exit`.
+
+mod args;
+mod commands;
+mod context;
+mod env;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+
+fn main() -> ExitCode {
+    let cli = args::Cli::parse();
+    match commands::run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            output::print_error(&err);
+            ExitCode::FAILURE
+        }
+    }
+}

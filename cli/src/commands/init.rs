@@ -1,0 +1,100 @@
+//! `agentpack init`: write a minimal manifest and an empty lock, make sure `AGENTPACK_HOME` exists.
+//!
+//! Never clobbers: an existing `agentpack.toml` (or a `pack.lock` without one, which would be lost)
+//! stops the command before anything is written. Both files are written to temp files first and moved
+//! into place, the manifest with a no-clobber rename so a concurrent `init` cannot be overwritten.
+
+use std::io::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context as _, Result};
+
+use crate::args::InitArgs;
+use crate::context::{Context, Home, LOCK_FILE, MANIFEST_FILE};
+use crate::output;
+
+pub fn run(ctx: &Context, args: &InitArgs) -> Result<ExitCode> {
+    let root = ctx.init_root();
+    if !root.is_dir() {
+        bail!(
+            "cannot initialize {}: it is not a directory",
+            root.display()
+        );
+    }
+    let manifest_path = root.join(MANIFEST_FILE);
+    let lock_path = root.join(LOCK_FILE);
+    if manifest_path.exists() {
+        bail!(
+            "{} already exists; init never overwrites a manifest\n  fix  edit it, or use `agentpack add` to declare dependencies",
+            manifest_path.display()
+        );
+    }
+    if lock_path.exists() {
+        bail!(
+            "{} already exists without an {MANIFEST_FILE}; init will not replace it\n  fix  move it away, or restore {MANIFEST_FILE} from version control",
+            lock_path.display()
+        );
+    }
+
+    let name = match &args.name {
+        Some(name) => name.clone(),
+        None => default_name(&root)?,
+    };
+    let manifest = format!(
+        "name = {name:?}\nversion = {:?}\n\n[dependencies]\n",
+        args.version
+    );
+    let lock = format!(
+        "lockfile_version = 2\n\n[meta]\nname = {name:?}\nversion = {:?}\n",
+        args.version
+    );
+
+    let home = Home::from_env()?;
+    home.ensure()?;
+
+    let manifest_tmp = temp_file_with(&root, manifest.as_bytes())?;
+    let lock_tmp = temp_file_with(&root, lock.as_bytes())?;
+    manifest_tmp
+        .persist_noclobber(&manifest_path)
+        .map_err(|err| {
+            anyhow::Error::new(err.error)
+                .context(format!("cannot write {}", manifest_path.display()))
+        })?;
+    if let Err(err) = lock_tmp.persist_noclobber(&lock_path) {
+        // Leave nothing half-done: the manifest we just created goes again.
+        let _ = fs_err::remove_file(&manifest_path);
+        return Err(
+            anyhow::Error::new(err.error).context(format!("cannot write {}", lock_path.display()))
+        );
+    }
+
+    if ctx.says() {
+        output::info(&format!(
+            "Created {MANIFEST_FILE} and {LOCK_FILE} for `{name}` in {}",
+            root.display()
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn default_name(root: &Path) -> Result<String> {
+    let canonical = fs_err::canonicalize(root)?;
+    match canonical.file_name().and_then(|name| name.to_str()) {
+        Some(name) if !name.is_empty() => Ok(name.to_owned()),
+        _ => bail!(
+            "cannot derive a project name from {}\n  fix  pass --name",
+            canonical.display()
+        ),
+    }
+}
+
+fn temp_file_with(dir: &Path, bytes: &[u8]) -> Result<tempfile::NamedTempFile> {
+    let mut file = tempfile::Builder::new()
+        .prefix(".agentpack-init-")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
+    file.write_all(bytes)?;
+    file.as_file().sync_all()?;
+    Ok(file)
+}

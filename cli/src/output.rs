@@ -1,0 +1,57 @@
+//! What the binary prints: errors on stderr, JSON envelopes on stdout, messages and warnings.
+//!
+//! Machine-readable output follows the peer automation contract: every JSON read is one object with
+//! `schema_version` and `features` injected beside the body's own fields. A refusal is never JSON:
+//! stdout stays empty, the reason goes to stderr, and the exit code is non-zero.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)] // this module is where the binary prints
+
+use serde::Serialize;
+
+/// The JSON schema version; bumped only when an existing field changes meaning or shape.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// End-to-end contracts this binary serves. A name appears only when its whole loop works.
+pub const FEATURES: &[&str] = &["json-reads-v1"];
+
+/// Prints an error and its causes, the way `main` reports every failure.
+pub fn print_error(err: &anyhow::Error) {
+    eprintln!("error: {err}");
+    for cause in err.chain().skip(1) {
+        eprintln!("  caused by: {cause}");
+    }
+}
+
+/// Prints a warning line on stderr (shown even with `--quiet`).
+#[allow(dead_code)]
+pub fn warn(message: &str) {
+    eprintln!("warning: {message}");
+}
+
+/// Prints an informational line on stderr.
+pub fn info(message: &str) {
+    eprintln!("{message}");
+}
+
+/// Prints text on stdout, as the answer of a command.
+pub fn stdout(text: &str) {
+    print!("{text}");
+}
+
+/// Wraps a body in the envelope and prints it on stdout.
+#[allow(dead_code)]
+pub fn json<T: Serialize>(body: &T) -> anyhow::Result<()> {
+    let mut value = serde_json::to_value(body)?;
+    let object = value
+        .as_object_mut()
+        .ok_or_else(|| anyhow::anyhow!("internal error: a JSON body must be an object"))?;
+    let mut enveloped = serde_json::Map::new();
+    enveloped.insert("schema_version".into(), SCHEMA_VERSION.into());
+    enveloped.insert(
+        "features".into(),
+        FEATURES.iter().copied().collect::<Vec<_>>().into(),
+    );
+    enveloped.append(object);
+    println!("{}", serde_json::to_string_pretty(&enveloped)?);
+    Ok(())
+}

@@ -1,0 +1,150 @@
+//! The renderers' output: what one agent's staged tree holds, as data.
+//!
+//! A [`RenderPlan`] lists entries by their path relative to the generation root (for example
+//! `plugins/agentpack-bundle/skills/foo/SKILL.md`). An unchanged package file is a
+//! [`PlanEntry::FromFile`] so the builder can hard-link it from the store; converted or generated
+//! content is [`PlanEntry::Bytes`]. Secret-bearing values never appear here: they go to the plan's
+//! [`SecretLayer`], which the launcher writes outside the store. Plans are ordered maps, so equal
+//! inputs give byte-equal plans.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+/// The agents agentpack stages for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Agent {
+    Claude,
+    Cursor,
+    OpenCode,
+    Codex,
+    Grok,
+    Antigravity,
+}
+
+impl Agent {
+    /// Every agent, in a fixed order.
+    pub const ALL: [Agent; 6] = [
+        Agent::Claude,
+        Agent::Cursor,
+        Agent::OpenCode,
+        Agent::Codex,
+        Agent::Grok,
+        Agent::Antigravity,
+    ];
+
+    /// The short name used in messages and in `hook-exec --agent`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Agent::Claude => "claude",
+            Agent::Cursor => "cursor",
+            Agent::OpenCode => "opencode",
+            Agent::Codex => "codex",
+            Agent::Grok => "grok",
+            Agent::Antigravity => "agy",
+        }
+    }
+
+    /// The human name used in warnings.
+    pub fn display_name(self) -> &'static str {
+        match self {
+            Agent::Claude => "Claude Code",
+            Agent::Cursor => "Cursor",
+            Agent::OpenCode => "OpenCode",
+            Agent::Codex => "Codex",
+            Agent::Grok => "Grok",
+            Agent::Antigravity => "Antigravity",
+        }
+    }
+
+    /// Parses [`Agent::as_str`] back.
+    pub fn from_name(name: &str) -> Option<Agent> {
+        Agent::ALL.into_iter().find(|agent| agent.as_str() == name)
+    }
+}
+
+impl fmt::Display for Agent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One file or link of a staged tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanEntry {
+    /// An unchanged file of a verified input tree: link or copy it, bytes unchanged.
+    FromFile { source: PathBuf, executable: bool },
+    /// Generated or converted content.
+    Bytes(Vec<u8>),
+    /// A symbolic link with this target text (only in-package relative links).
+    Symlink(PathBuf),
+}
+
+/// Values that must not enter the store, for one agent. The launcher writes them into the
+/// per-user home layer (0600) or exports them into the agent's environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SecretLayer {
+    /// Variables the launcher sets in the agent's environment; the staged config references them
+    /// by name (`${AGENTPACK_MCP_...}` and the like).
+    pub env: BTreeMap<String, String>,
+    /// A TOML fragment to merge into the home layer's `config.toml` (Codex and Grok), holding
+    /// the secret-bearing `[mcp_servers.<name>]` values.
+    pub config_toml: Option<toml::Table>,
+}
+
+impl SecretLayer {
+    /// True when there is nothing secret to write.
+    pub fn is_empty(&self) -> bool {
+        self.env.is_empty() && self.config_toml.as_ref().is_none_or(|t| t.is_empty())
+    }
+}
+
+/// Everything one agent gets from one generation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderPlan {
+    pub agent: Agent,
+    /// Entries by path relative to the generation root, `/`-separated.
+    pub entries: BTreeMap<String, PlanEntry>,
+    /// Things the user should know were skipped or changed.
+    pub warnings: Vec<String>,
+    /// Routine information (`hook for claude: ...`), left out by `--quiet`.
+    pub info: Vec<String>,
+    pub secrets: SecretLayer,
+}
+
+impl RenderPlan {
+    pub(crate) fn new(agent: Agent) -> Self {
+        Self {
+            agent,
+            entries: BTreeMap::new(),
+            warnings: Vec::new(),
+            info: Vec::new(),
+            secrets: SecretLayer::default(),
+        }
+    }
+
+    pub(crate) fn bytes(&mut self, path: String, bytes: impl Into<Vec<u8>>) {
+        self.entries.insert(path, PlanEntry::Bytes(bytes.into()));
+    }
+
+    pub(crate) fn json(&mut self, path: String, value: &serde_json::Value) {
+        self.bytes(path, crate::json_bytes(value));
+    }
+}
+
+/// Paths shared by every agent of a generation: the `plugin-roots/` package copies.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SharedPlan {
+    pub entries: BTreeMap<String, PlanEntry>,
+}
+
+/// The whole generation: one plan per rendered agent plus the shared entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenerationPlan {
+    pub agents: BTreeMap<Agent, RenderPlan>,
+    pub shared: SharedPlan,
+    /// Warnings about the inputs themselves (unreadable manifests, links leaving a package...),
+    /// reported once rather than per agent.
+    pub warnings: Vec<String>,
+    pub info: Vec<String>,
+}
