@@ -1,1 +1,33 @@
-//! Placeholder; see the crate description.
+//! agentpack-builders: everything that produces a store path.
+//!
+//! Resolve and fetch (GitHub, path and `local/` packages):
+//! - [`github`]: refs -> commits against GitHub or anything speaking its calls (REST, the git protocol
+//!   through gix, the metadata cache, stale fallback with a warning);
+//! - [`snapshot`]: a repository at a commit, downloaded once however many packages it holds;
+//! - [`extract`]: the documented extraction rules (0644 files, in-package links, nothing unsafe);
+//! - [`normalize`] and [`marketplace`]: package roots, plugin manifest stubs, `mcp.json`, marketplace
+//!   merges and catalog entries (`--plugin`, inline language-server entries);
+//! - [`local_package`]: path dependencies and the `local/` mirror (`dirhash40`);
+//! - [`resolve`]: manifest + old lock + update policy -> new lock (transitive, conflicts, pins kept);
+//! - [`fetch`]: every locked package into a verified store slot (`--repair`);
+//! - [`plugin_add`]: `add <marketplace> --plugin <name>` -> module id and pin;
+//! - [`session`] and [`package_store`]: one command's GitHub session and the seam to the store.
+//!
+//! Staging: [`generation`] (the generation builder).
+//!
+//! Libraries never print: every warning is returned to the caller.
+
+pub mod extract;
+pub mod fetch;
+pub mod generation;
+pub mod github;
+pub mod local_package;
+pub mod marketplace;
+pub mod mcp_lock;
+pub mod normalize;
+pub mod npm;
+pub mod package_store;
+pub mod plugin_add;
+pub mod resolve;
+pub mod session;
+pub mod snapshot;

@@ -9,6 +9,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::commands;
+
 /// Pin the skills, plugins, commands, agents, rules, hooks and MCP servers your AI coding agents use.
 #[derive(Debug, Parser)]
 #[command(name = "agentpack", version, about, max_term_width = 100)]
@@ -43,12 +45,43 @@ pub struct GlobalArgs {
     /// Print only warnings and errors.
     #[arg(long, global = true)]
     pub quiet: bool,
+
+    /// Let the agent act without asking (mapped to each agent's own flag or setting).
+    #[arg(long, global = true)]
+    pub yolo: bool,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create agentpack.toml and an empty pack.lock, and make sure AGENTPACK_HOME exists.
     Init(InitArgs),
+
+    /// Resolve a package spec, add it under [dependencies], lock, then sync.
+    Add(commands::add::AddArgs),
+
+    /// Drop a dependency (and mode selectors naming it), lock, then sync.
+    Remove(commands::add::RemoveArgs),
+
+    /// Resolve agentpack.toml into pack.lock (direct and transitive), keeping pins already locked.
+    Lock(commands::lock::LockArgs),
+
+    /// Move pins to the newest commits their constraints allow, then sync.
+    Update(commands::lock::UpdateArgs),
+
+    /// Verify the lock and the store, build the mode's generation, and select it.
+    Sync(commands::sync::SyncArgs),
+
+    /// Manage [modes] in agentpack.toml.
+    Mode(commands::mode::ModeArgs),
+
+    /// Select an earlier generation of a mode.
+    Rollback(commands::mode::RollbackArgs),
+
+    /// Remove store paths and blobs that no root reaches.
+    Gc(commands::store::GcArgs),
+
+    /// Inspect and repair the store.
+    Store(commands::store::StoreArgs),
 
     /// Print a shell completion script to stdout.
     Completion(CompletionArgs),

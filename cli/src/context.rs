@@ -33,8 +33,8 @@ pub struct Context {
     pub project_root_flag: Option<PathBuf>,
     pub json: bool,
     pub verbosity: Verbosity,
-    #[allow(dead_code)] // read by staging and launch commands
     pub mode: Option<String>,
+    pub yolo: bool,
 }
 
 impl Context {
@@ -53,6 +53,7 @@ impl Context {
             json: global.json,
             verbosity,
             mode: global.mode.clone(),
+            yolo: global.yolo,
         })
     }
 
@@ -65,7 +66,6 @@ impl Context {
 
     /// The project a command works on: `--project-root`, else the nearest directory upwards that has
     /// an `agentpack.toml`.
-    #[allow(dead_code)] // used by every command after `init`
     pub fn project_root(&self) -> Result<PathBuf> {
         if let Some(root) = &self.project_root_flag {
             if !root.join(MANIFEST_FILE).is_file() {

@@ -9,6 +9,8 @@ mod commands;
 mod context;
 mod env;
 mod output;
+mod project;
+mod session;
 
 use std::process::ExitCode;
 

@@ -23,7 +23,6 @@ pub fn print_error(err: &anyhow::Error) {
 }
 
 /// Prints a warning line on stderr (shown even with `--quiet`).
-#[allow(dead_code)]
 pub fn warn(message: &str) {
     eprintln!("warning: {message}");
 }
@@ -33,13 +32,19 @@ pub fn info(message: &str) {
     eprintln!("{message}");
 }
 
+/// Prints a progress line on stderr, unless `--quiet` or `--no-progress`.
+pub fn progress(ctx: &crate::context::Context, message: &str) {
+    if ctx.verbosity == crate::context::Verbosity::Normal {
+        eprintln!("{message}");
+    }
+}
+
 /// Prints text on stdout, as the answer of a command.
 pub fn stdout(text: &str) {
     print!("{text}");
 }
 
 /// Wraps a body in the envelope and prints it on stdout.
-#[allow(dead_code)]
 pub fn json<T: Serialize>(body: &T) -> anyhow::Result<()> {
     let mut value = serde_json::to_value(body)?;
     let object = value

@@ -61,7 +61,9 @@ impl Selector {
             selector: text.to_string(),
             reason,
         };
-        let (kind, rest) = text.split_once(':').ok_or_else(|| error("no kind prefix"))?;
+        let (kind, rest) = text
+            .split_once(':')
+            .ok_or_else(|| error("no kind prefix"))?;
         if rest.is_empty() {
             return Err(error("nothing after the kind"));
         }
@@ -129,11 +131,21 @@ impl Default for ModeFilter {
 
 impl ModeFilter {
     /// Parses a mode from its base and selector lists.
-    pub fn new(base: ModeBase, enable: &[String], disable: &[String]) -> Result<Self, SelectorError> {
+    pub fn new(
+        base: ModeBase,
+        enable: &[String],
+        disable: &[String],
+    ) -> Result<Self, SelectorError> {
         Ok(Self {
             base,
-            enable: enable.iter().map(|s| Selector::parse(s)).collect::<Result<_, _>>()?,
-            disable: disable.iter().map(|s| Selector::parse(s)).collect::<Result<_, _>>()?,
+            enable: enable
+                .iter()
+                .map(|s| Selector::parse(s))
+                .collect::<Result<_, _>>()?,
+            disable: disable
+                .iter()
+                .map(|s| Selector::parse(s))
+                .collect::<Result<_, _>>()?,
         })
     }
 
@@ -309,12 +321,21 @@ mod tests {
                 path: "commands/noise.md".into()
             }
         );
-        assert_eq!(Selector::parse("mcp:linear").unwrap(), Selector::Mcp("linear".into()));
+        assert_eq!(
+            Selector::parse("mcp:linear").unwrap(),
+            Selector::Mcp("linear".into())
+        );
         assert_eq!(
             Selector::parse(".agents:skills/local/").unwrap(),
             Selector::DotAgents("skills/local".into())
         );
-        for bad in ["linear", "pkg:x", "package:", "package-path:github.com/a/b", ".agents:/"] {
+        for bad in [
+            "linear",
+            "pkg:x",
+            "package:",
+            "package-path:github.com/a/b",
+            ".agents:/",
+        ] {
             let error = Selector::parse(bad).unwrap_err();
             assert!(error.to_string().contains(bad), "{error}");
         }
@@ -327,7 +348,10 @@ mod tests {
         let m = mode(
             ModeBase::All,
             &[],
-            &["package-path:github.com/acme/heavy:commands/noise.md", "mcp:filesystem"],
+            &[
+                "package-path:github.com/acme/heavy:commands/noise.md",
+                "mcp:filesystem",
+            ],
         );
         let filter = m.package_filter("github.com/acme/heavy");
         assert!(filter.includes("commands/other.md"));
@@ -350,13 +374,17 @@ mod tests {
             ],
             &["package-path:github.com/acme/two:skills/keep/big.bin"],
         );
-        assert!(m.package_filter("github.com/acme/one").includes("anything.md"));
+        assert!(m
+            .package_filter("github.com/acme/one")
+            .includes("anything.md"));
         let two = m.package_filter("github.com/acme/two");
         assert!(two.includes_anything());
         assert!(two.includes("skills/keep/SKILL.md"));
         assert!(!two.includes("skills/keep/big.bin"));
         assert!(!two.includes("skills/other/SKILL.md"));
-        assert!(!m.package_filter("github.com/acme/three").includes_anything());
+        assert!(!m
+            .package_filter("github.com/acme/three")
+            .includes_anything());
         assert!(m.mcp_selected("linear", false));
         assert!(!m.mcp_selected("other", m.base_includes_mcp()));
         let overlay = m.overlay_filter();
@@ -368,8 +396,16 @@ mod tests {
     fn disable_wins_over_enable_at_the_same_specificity() {
         let m = mode(
             ModeBase::All,
-            &["package:github.com/a/b", "package-path:github.com/a/b:rules", "mcp:x"],
-            &["package:github.com/a/b", "package-path:github.com/a/b:rules", "mcp:x"],
+            &[
+                "package:github.com/a/b",
+                "package-path:github.com/a/b:rules",
+                "mcp:x",
+            ],
+            &[
+                "package:github.com/a/b",
+                "package-path:github.com/a/b:rules",
+                "mcp:x",
+            ],
         );
         assert!(!m.package_selected("github.com/a/b"));
         assert!(!m.package_filter("github.com/a/b").includes("rules/r.md"));

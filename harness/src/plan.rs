@@ -82,7 +82,7 @@ pub enum PlanEntry {
 
 /// Values that must not enter the store, for one agent. The launcher writes them into the
 /// per-user home layer (0600) or exports them into the agent's environment.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct SecretLayer {
     /// Variables the launcher sets in the agent's environment; the staged config references them
     /// by name (`${AGENTPACK_MCP_...}` and the like).
@@ -100,7 +100,7 @@ impl SecretLayer {
 }
 
 /// Everything one agent gets from one generation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RenderPlan {
     pub agent: Agent,
     /// Entries by path relative to the generation root, `/`-separated.
@@ -139,7 +139,7 @@ pub struct SharedPlan {
 }
 
 /// The whole generation: one plan per rendered agent plus the shared entries.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GenerationPlan {
     pub agents: BTreeMap<Agent, RenderPlan>,
     pub shared: SharedPlan,

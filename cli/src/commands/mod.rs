@@ -1,7 +1,12 @@
 //! Command bodies: one module per command, each a function from parsed arguments to an exit code.
 
+pub mod add;
 mod completion;
 mod init;
+pub mod lock;
+pub mod mode;
+pub mod store;
+pub mod sync;
 
 use std::process::ExitCode;
 
@@ -15,6 +20,15 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     let ctx = Context::new(&cli.global)?;
     match cli.command {
         Command::Init(args) => init::run(&ctx, &args),
+        Command::Add(args) => add::run_add(&ctx, &args),
+        Command::Remove(args) => add::run_remove(&ctx, &args),
+        Command::Lock(args) => lock::run_lock(&ctx, &args),
+        Command::Update(args) => lock::run_update(&ctx, &args),
+        Command::Sync(args) => sync::run(&ctx, &args),
+        Command::Mode(args) => mode::run(&ctx, &args),
+        Command::Rollback(args) => mode::run_rollback(&ctx, &args),
+        Command::Gc(args) => store::run_gc(&ctx, &args),
+        Command::Store(args) => store::run_store(&ctx, &args),
         Command::Completion(args) => completion::run(&args),
     }
 }

@@ -1,1 +1,20 @@
-//! Placeholder; see the crate description.
+//! Test servers and fixtures for agentpack's tests.
+//!
+//! - [`FakeGitHub`]: REST + git smart HTTP on 127.0.0.1 over real git repositories ([`TestRepo`]).
+//! - [`RawTar`]: hand-made (also malicious) tar archives.
+//! - [`IsolatedHome`]: run the `agentpack` binary with a private home and the fake GitHub.
+//!
+//! Fixtures panic on setup failures: they are for tests only and never reach beyond 127.0.0.1.
+#![allow(clippy::unwrap_used)]
+
+pub mod fake_github;
+pub mod git_repo;
+pub mod isolated;
+pub mod npm_registry;
+pub mod raw_tar;
+
+pub use fake_github::{Endpoint, FakeGitHub};
+pub use git_repo::{git, TestRepo};
+pub use isolated::IsolatedHome;
+pub use npm_registry::{NpmPackage, NpmRegistry};
+pub use raw_tar::{gzip, RawTar};

@@ -1,0 +1,246 @@
+//! Fetching a lock into the store: every locked package ends up in a verified slot, or the command stops.
+//!
+//! For each `[[packages]]` entry: a filled slot is compared with the lock's `content_hash` (a mismatch
+//! stops everything, or with `repair` is re-downloaded, verified and replaced); an empty slot is filled
+//! from a download (once per repository and commit), normalized and verified before it is published.
+//! Path and `local/` packages are re-copied every time; their new pins are returned for the lock.
+//! Locks without content hashes (version 2) still load: their packages are fetched unverified and
+//! named in a warning. Never rewrites the lock and never prints.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use agentpack_lockfile::lock::{LockedPackage, Lockfile};
+use agentpack_lockfile::validate::ContentHash;
+use rayon::prelude::*;
+
+use crate::github::RepoId;
+use crate::local_package;
+use crate::normalize::{self, NormalizeContext};
+use crate::package_store::{PackageStore, SlotCheck, TreeMatch};
+use crate::resolve::{download_normalized, ResolutionError};
+use crate::snapshot::SnapshotFetcher;
+
+/// What fetching may do besides filling empty slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FetchOptions {
+    /// Re-download and replace slots that fail verification (`sync --repair`).
+    pub repair: bool,
+}
+
+/// One slot replaced by `repair`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repaired {
+    /// The module.
+    pub module: String,
+    /// The slot.
+    pub cache: PathBuf,
+    /// What the slot held.
+    pub old: ContentHash,
+    /// What it holds now (the lock's hash).
+    pub new: ContentHash,
+}
+
+/// The result of fetching a lock.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FetchOutcome {
+    /// The verified slot of every package, by module.
+    pub slots: BTreeMap<String, PathBuf>,
+    /// Modules whose slot was downloaded in this run.
+    pub downloaded: Vec<String>,
+    /// Slots replaced by `repair` (report old and new digests on stderr).
+    pub repaired: Vec<Repaired>,
+    /// Path and `local/` entries whose copy changed: the entries the lock should now hold.
+    pub updated_entries: Vec<LockedPackage>,
+    /// Modules without a content hash (unverified), for the one-line warning.
+    pub unverified: Vec<String>,
+    /// Other warnings.
+    pub warnings: Vec<String>,
+}
+
+enum One {
+    Verified(PathBuf),
+    Downloaded(PathBuf),
+    Repaired(PathBuf, Repaired),
+    Updated(PathBuf, LockedPackage),
+    Unverified(PathBuf, bool),
+}
+
+/// Ensures every package of `lock` is in the store (see the module docs).
+pub fn fetch_lock(
+    lock: &Lockfile,
+    project_root: &Path,
+    agentpack_home: &Path,
+    fetcher: &SnapshotFetcher,
+    store: &dyn PackageStore,
+    options: FetchOptions,
+) -> Result<FetchOutcome, ResolutionError> {
+    lock.check_integrity()
+        .map_err(|e| ResolutionError::Invalid(e.to_string()))?;
+    let scratch = store.scratch()?;
+    let results: Vec<(String, Result<One, ResolutionError>)> = lock
+        .packages
+        .par_iter()
+        .enumerate()
+        .map(|(index, package)| {
+            let tree = scratch.path().join(index.to_string());
+            let result = fetch_one(
+                package,
+                project_root,
+                agentpack_home,
+                fetcher,
+                store,
+                options,
+                &tree,
+            );
+            (package.module.as_str().to_owned(), result)
+        })
+        .collect();
+    let mut outcome = FetchOutcome::default();
+    for (module, result) in results {
+        let slot = match result? {
+            One::Verified(slot) => slot,
+            One::Downloaded(slot) => {
+                outcome.downloaded.push(module.clone());
+                slot
+            }
+            One::Repaired(slot, repaired) => {
+                outcome.repaired.push(repaired);
+                slot
+            }
+            One::Updated(slot, entry) => {
+                outcome.updated_entries.push(entry);
+                slot
+            }
+            One::Unverified(slot, downloaded) => {
+                outcome.unverified.push(module.clone());
+                if downloaded {
+                    outcome.downloaded.push(module.clone());
+                }
+                slot
+            }
+        };
+        outcome.slots.insert(module, slot);
+    }
+    Ok(outcome)
+}
+
+fn fetch_one(
+    package: &LockedPackage,
+    project_root: &Path,
+    agentpack_home: &Path,
+    fetcher: &SnapshotFetcher,
+    store: &dyn PackageStore,
+    options: FetchOptions,
+    tree: &Path,
+) -> Result<One, ResolutionError> {
+    let module = package.module.as_str();
+    if let Some(dir) = package.url.strip_prefix("path:") {
+        let source = project_root.join(dir);
+        if !source.is_dir() {
+            // The directory is gone on this machine: the locked slot still serves, if it verifies.
+            if let Some(expected) = &package.content_hash {
+                if let SlotCheck::Verified(slot) = store.check_slot(&package.cache_key, expected)? {
+                    return Ok(One::Verified(slot));
+                }
+            }
+        }
+        let copy = local_package::copy_path_package(module, &source, tree)?;
+        return local_result(package, store, copy, tree);
+    }
+    if let Some(spec) = package.url.strip_prefix("local:") {
+        let copy = local_package::copy_local_mirror_package(module, agentpack_home, spec, tree)?;
+        return local_result(package, store, copy, tree);
+    }
+    let repo = RepoId::new(package.owner.clone(), package.repo.clone());
+    let commit = package.commit.as_str();
+    let Some(expected) = &package.content_hash else {
+        if let Some(slot) = store.slot(&package.cache_key)? {
+            return Ok(One::Unverified(slot, false));
+        }
+        let hash = download_normalized(fetcher, store, module, &repo, commit, &package.path, tree)?;
+        let slot = store.publish(&package.cache_key, module, tree, &hash)?;
+        return Ok(One::Unverified(slot, true));
+    };
+    let download_verified = |tree: &Path| -> Result<(), ResolutionError> {
+        download_normalized(fetcher, store, module, &repo, commit, &package.path, tree)?;
+        if let TreeMatch::Mismatch { actual } = store.verify_tree(tree, expected)? {
+            return Err(ResolutionError::FetchedMismatch {
+                module: module.to_owned(),
+                expected: expected.to_string(),
+                actual: actual.to_string(),
+                commit: commit.to_owned(),
+            });
+        }
+        Ok(())
+    };
+    match store.check_slot(&package.cache_key, expected)? {
+        SlotCheck::Verified(slot) => Ok(One::Verified(slot)),
+        SlotCheck::Mismatch { path, actual } if options.repair => {
+            download_verified(tree)?;
+            let new_slot = store.publish_repairing(&package.cache_key, module, tree, expected)?;
+            Ok(One::Repaired(
+                new_slot,
+                Repaired {
+                    module: module.to_owned(),
+                    cache: path,
+                    old: actual,
+                    new: expected.clone(),
+                },
+            ))
+        }
+        SlotCheck::Mismatch { path, actual } => Err(ResolutionError::CacheMismatch {
+            module: module.to_owned(),
+            expected: expected.to_string(),
+            actual: actual.to_string(),
+            cache: path,
+            commit: commit.to_owned(),
+        }),
+        SlotCheck::Missing => {
+            download_verified(tree)?;
+            Ok(One::Downloaded(store.publish(
+                &package.cache_key,
+                module,
+                tree,
+                expected,
+            )?))
+        }
+    }
+}
+
+fn local_result(
+    package: &LockedPackage,
+    store: &dyn PackageStore,
+    copy: local_package::LocalCopy,
+    tree: &Path,
+) -> Result<One, ResolutionError> {
+    let module = package.module.as_str();
+    normalize::normalize_package(
+        tree,
+        &NormalizeContext {
+            module,
+            ..Default::default()
+        },
+    )?;
+    let hash = store.hash_tree(tree)?;
+    let slot = match store.check_slot(&copy.cache_key, &hash)? {
+        SlotCheck::Verified(existing) => existing,
+        SlotCheck::Missing | SlotCheck::Mismatch { .. } => {
+            store.publish(&copy.cache_key, module, tree, &hash)?
+        }
+    };
+    let unchanged = package.commit.as_str() == copy.dirhash40
+        && package.cache_key == copy.cache_key
+        && package.content_hash.as_ref() == Some(&hash);
+    if unchanged {
+        return Ok(One::Verified(slot));
+    }
+    let mut entry = package.clone();
+    entry.commit = agentpack_lockfile::validate::CommitSha::parse(&copy.dirhash40)
+        .map_err(|e| ResolutionError::Invalid(e.to_string()))?;
+    entry.cache_key = copy.cache_key;
+    entry.content_hash = Some(hash);
+    entry.kind = normalize::package_kind(&slot).to_owned();
+    entry.name = normalize::package_name(&slot);
+    Ok(One::Updated(slot, entry))
+}

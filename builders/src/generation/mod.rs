@@ -1,0 +1,287 @@
+//! Generations: everything one project stages for one mode, for every agent, as one store path.
+//!
+//! A generation is a pure function of its inputs: the locked packages (by store path, which names
+//! their content), the mode, the `./.agents/` overlay content, the manifest's MCP servers (secret
+//! values excluded: staged configs reference them by name), the lock's MCP launches, the toggles that
+//! change rendering and the renderer's version. [`GenerationInputs::digest`] encodes exactly those; the
+//! store path is named by its hash, so a sync whose inputs did not change finds the generation already
+//! published and renders nothing ([`build_generation`] returns `reused`).
+//!
+//! The generation's final path is known before it is built, so rendered content (hooks, plugin-root
+//! rewrites) may name it. Building is `harness::render_generation` then `Store::publish_files`: unchanged
+//! package files are linked from their blobs, so identical bytes across agents, modes and projects are
+//! stored once.
+//!
+//! This module never switches a project's pointer (see [`pointer`]) and never prints.
+
+pub mod pointer;
+pub mod staged;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use agentpack_harness::{
+    render_generation, Agent, McpLaunch, McpServer, ModeFilter, OverlayInput, PackageInput,
+    PlanEntry, RenderOptions, StageInputs,
+};
+use agentpack_store::{PlannedFile, Source, Store, StoreError, StorePath, StorePathName};
+use indexmap::IndexMap;
+
+/// Bumped whenever rendering changes in a way the crate versions do not capture.
+const GENERATION_FORMAT: &str = "agentpack-generation-v1";
+
+/// The file inside every generation that records what rendering reported, so a reused generation
+/// can say it again.
+pub const REPORT_FILE: &str = "agentpack-generation.json";
+
+/// One locked package, already in the store and verified.
+#[derive(Debug, Clone)]
+pub struct LockedPackageInput {
+    pub module: String,
+    pub cache_key: String,
+    pub owner: String,
+    pub repo: String,
+    pub path: String,
+    pub commit: String,
+    pub kind: String,
+    pub store_path: StorePath,
+}
+
+/// Everything a generation is a function of.
+#[derive(Debug, Clone)]
+pub struct GenerationInputs {
+    /// The mode's name as the user wrote it (`default` when none).
+    pub mode_name: String,
+    /// The mode's directory component (`lockfile::keys::mode_dir_component`).
+    pub mode_dir: String,
+    pub mode: ModeFilter,
+    /// The mode's selectors as written, for the digest.
+    pub mode_selectors: Vec<String>,
+    pub packages: Vec<LockedPackageInput>,
+    /// The project's `./.agents/` directory and its tree hash, when it exists and is enabled.
+    pub overlay: Option<(PathBuf, String)>,
+    pub mcp_servers: IndexMap<String, McpServer>,
+    pub mcp_launch: BTreeMap<String, McpLaunch>,
+    pub keep_attribution: bool,
+    pub yolo: bool,
+    pub agentpack_exe: PathBuf,
+    pub plugin_data_root: PathBuf,
+}
+
+/// What [`build_generation`] did.
+#[derive(Debug)]
+pub struct GenerationBuild {
+    pub path: StorePath,
+    /// True when the generation was already published and nothing was rendered.
+    pub reused: bool,
+    pub warnings: Vec<String>,
+    pub info: Vec<String>,
+    /// Secret-bearing values per agent, for the launcher's home layer (empty when reused: the
+    /// launcher renders them from the manifest when it needs them).
+    pub secrets: BTreeMap<Agent, agentpack_harness::SecretLayer>,
+}
+
+/// Failures building a generation.
+#[derive(Debug, thiserror::Error)]
+pub enum GenerationError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot render the staged trees: {0}")]
+    Render(#[from] agentpack_harness::HarnessError),
+    #[error("cannot encode the generation report: {0}")]
+    Report(#[from] serde_json::Error),
+}
+
+impl GenerationInputs {
+    /// The canonical encoding of every input, one JSON value per line. Secret values (server `env`,
+    /// `headers` and OAuth client secrets) are represented by their names only.
+    pub fn digest(&self) -> Vec<u8> {
+        let mut lines: Vec<serde_json::Value> = vec![
+            serde_json::json!([
+                GENERATION_FORMAT,
+                env!("CARGO_PKG_VERSION"),
+                self.agentpack_exe,
+                self.plugin_data_root,
+                self.keep_attribution,
+                self.yolo
+            ]),
+            serde_json::json!(["mode", self.mode_name, self.mode_selectors]),
+        ];
+        for package in &self.packages {
+            lines.push(serde_json::json!([
+                "package",
+                package.module,
+                package.cache_key,
+                package.owner,
+                package.repo,
+                package.path,
+                package.commit,
+                package.kind,
+                package.store_path.name().as_str()
+            ]));
+        }
+        if let Some((_, hash)) = &self.overlay {
+            lines.push(serde_json::json!(["overlay", hash]));
+        }
+        for (name, server) in &self.mcp_servers {
+            lines.push(serde_json::json!([
+                "mcp",
+                name,
+                server.kind,
+                server.command,
+                server.args,
+                server.env.keys().collect::<Vec<_>>(),
+                server.url,
+                server.disabled,
+                server.headers.keys().collect::<Vec<_>>(),
+                server.cwd,
+                server.oauth.as_ref().map(|oauth| serde_json::json!([
+                    oauth.client_id,
+                    oauth.client_secret.is_some(),
+                    oauth.callback_port,
+                    oauth.scopes,
+                    oauth.metadata_url
+                ]))
+            ]));
+        }
+        for (name, launch) in &self.mcp_launch {
+            lines.push(serde_json::json!([
+                "launch",
+                name,
+                launch.command,
+                launch.args
+            ]));
+        }
+        let mut bytes = Vec::new();
+        for line in lines {
+            bytes.extend_from_slice(line.to_string().as_bytes());
+            bytes.push(b'\n');
+        }
+        bytes
+    }
+
+    /// The generation's store path name.
+    pub fn store_path_name(&self) -> StorePathName {
+        StorePathName::from_inputs(&self.digest(), &format!("generation-{}", self.mode_dir))
+    }
+}
+
+/// Builds the generation for `inputs`, or finds it already published.
+pub fn build_generation(
+    store: &Store,
+    inputs: &GenerationInputs,
+) -> Result<GenerationBuild, GenerationError> {
+    let name = inputs.store_path_name();
+    if let Some(path) = store.get(&name) {
+        let report = staged::read_report(&path);
+        return Ok(GenerationBuild {
+            path,
+            reused: true,
+            warnings: report.warnings,
+            info: report.info,
+            secrets: BTreeMap::new(),
+        });
+    }
+
+    let generation_root = store.store_dir().join(name.as_str());
+    let stage = StageInputs {
+        packages: inputs
+            .packages
+            .iter()
+            .map(|package| PackageInput {
+                module: package.module.clone(),
+                cache_key: package.cache_key.clone(),
+                owner: package.owner.clone(),
+                repo: package.repo.clone(),
+                path: package.path.clone(),
+                commit: package.commit.clone(),
+                kind: package.kind.clone(),
+                root: package.store_path.path().to_path_buf(),
+                filter: inputs.mode.package_filter(&package.module),
+            })
+            .collect(),
+        overlay: inputs.overlay.as_ref().map(|(root, _)| OverlayInput {
+            root: root.clone(),
+            filter: inputs.mode.overlay_filter(),
+        }),
+        mcp_servers: inputs.mcp_servers.clone(),
+        mcp_launch: inputs.mcp_launch.clone(),
+        mode: inputs.mode.clone(),
+        options: RenderOptions {
+            keep_attribution: inputs.keep_attribution,
+            dot_agents_enabled: inputs.overlay.is_some(),
+            yolo: inputs.yolo,
+            agentpack_exe: inputs.agentpack_exe.clone(),
+            generation_root,
+            plugin_data_root: inputs.plugin_data_root.clone(),
+        },
+    };
+    let plan = render_generation(&stage, &Agent::ALL)?;
+
+    let mut warnings = plan.warnings.clone();
+    let mut info = plan.info.clone();
+    let mut secrets = BTreeMap::new();
+    let mut files: BTreeMap<String, PlannedFile> = BTreeMap::new();
+    for (path, entry) in &plan.shared.entries {
+        files.insert(path.clone(), planned(path, entry));
+    }
+    for (agent, agent_plan) in &plan.agents {
+        for (path, entry) in &agent_plan.entries {
+            files.insert(path.clone(), planned(path, entry));
+        }
+        warnings.extend(agent_plan.warnings.iter().cloned());
+        info.extend(agent_plan.info.iter().cloned());
+        if !agent_plan.secrets.is_empty() {
+            secrets.insert(*agent, agent_plan.secrets.clone());
+        }
+    }
+    dedup_keep_order(&mut warnings);
+    dedup_keep_order(&mut info);
+    let report = staged::GenerationReport {
+        mode: inputs.mode_name.clone(),
+        warnings: warnings.clone(),
+        info: info.clone(),
+    };
+    files.insert(
+        REPORT_FILE.to_owned(),
+        PlannedFile::new(
+            REPORT_FILE,
+            Source::Bytes(serde_json::to_vec_pretty(&report)?),
+            false,
+        ),
+    );
+
+    let references: Vec<StorePath> = inputs
+        .packages
+        .iter()
+        .map(|p| p.store_path.clone())
+        .collect();
+    let plan: Vec<PlannedFile> = files.into_values().collect();
+    let path = store.publish_files(&name, &plan, &references)?;
+    Ok(GenerationBuild {
+        path,
+        reused: false,
+        warnings,
+        info,
+        secrets,
+    })
+}
+
+fn planned(path: &str, entry: &PlanEntry) -> PlannedFile {
+    match entry {
+        PlanEntry::FromFile { source, executable } => {
+            PlannedFile::new(path, Source::ExistingFile(source.clone()), *executable)
+        }
+        PlanEntry::Bytes(bytes) => PlannedFile::new(path, Source::Bytes(bytes.clone()), false),
+        PlanEntry::Symlink(target) => PlannedFile::new(
+            path,
+            Source::Symlink(target.to_string_lossy().into_owned()),
+            false,
+        ),
+    }
+}
+
+fn dedup_keep_order(lines: &mut Vec<String>) {
+    let mut seen = std::collections::HashSet::new();
+    lines.retain(|line| seen.insert(line.clone()));
+}

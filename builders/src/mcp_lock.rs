@@ -1,0 +1,1 @@
+//! MCP server records for pack.lock (being written).

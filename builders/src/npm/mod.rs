@@ -1,0 +1,1 @@
+//! npm registry pins and locked trees (being written).

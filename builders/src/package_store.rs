@@ -1,0 +1,273 @@
+//! The seam between builders and the content-addressed store, and its implementation over
+//! `agentpack_store::Store`.
+//!
+//! Resolution and fetching need: hash a tree (`sha256-tree-v1`), compare a tree with a lock's digest
+//! (exact, or the documented legacy rule), read a slot verified against a digest, publish (or, for
+//! repair, replace) a verified tree into a slot, and a scratch directory on the store's filesystem.
+//! [`PackageStore`] names exactly that. [`StoreMetadataCache`] keeps GitHub ref/tag lookups in the
+//! store's index. This module never prints; the store's own warnings stay in the store
+//! (`Store::take_warnings`) for the cli to collect.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use agentpack_lockfile::validate::{CacheKey, ContentHash};
+use agentpack_store::{tables, Match, Store, StoreError, StoreTempDir, TreeHash};
+
+use crate::github::metadata_cache::{CachedEntry, MetadataCache};
+
+/// A store operation failed; the message names the path and the cause.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct StoreAccessError(pub String);
+
+impl From<StoreError> for StoreAccessError {
+    fn from(error: StoreError) -> Self {
+        StoreAccessError(error.to_string())
+    }
+}
+
+/// How a tree compares with a lock's `content_hash`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TreeMatch {
+    /// The digest equals the expected one (exactly, or by the legacy link rule).
+    Matches,
+    /// It does not; `actual` is the tree's `sha256-tree-v1` digest.
+    Mismatch {
+        /// The tree's digest.
+        actual: ContentHash,
+    },
+}
+
+/// A slot read against an expected digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlotCheck {
+    /// No usable slot (missing or dangling): fetch.
+    Missing,
+    /// The slot matches; its directory.
+    Verified(PathBuf),
+    /// The slot holds something else.
+    Mismatch {
+        /// The slot path (`cache/<cache_key>`).
+        path: PathBuf,
+        /// Its digest.
+        actual: ContentHash,
+    },
+}
+
+/// A scratch directory on the store's filesystem, removed when dropped.
+pub struct ScratchDir {
+    path: PathBuf,
+    _guard: Box<dyn Send + Sync>,
+}
+
+impl std::fmt::Debug for ScratchDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScratchDir")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl ScratchDir {
+    /// Wraps `path`, kept alive by `guard` (dropping the guard removes the directory).
+    pub fn new(path: PathBuf, guard: Box<dyn Send + Sync>) -> ScratchDir {
+        ScratchDir {
+            path,
+            _guard: guard,
+        }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// What builders need from the store.
+pub trait PackageStore: Sync {
+    /// The `sha256-tree-v1` digest of `dir`.
+    fn hash_tree(&self, dir: &Path) -> Result<ContentHash, StoreAccessError>;
+
+    /// Compares `dir` with `expected` (exact digest, else the legacy rule of the docs).
+    fn verify_tree(
+        &self,
+        dir: &Path,
+        expected: &ContentHash,
+    ) -> Result<TreeMatch, StoreAccessError>;
+
+    /// The slot of `cache_key` compared with `expected`.
+    fn check_slot(
+        &self,
+        cache_key: &CacheKey,
+        expected: &ContentHash,
+    ) -> Result<SlotCheck, StoreAccessError>;
+
+    /// The filled slot of `cache_key`, unverified (locks without content hashes).
+    fn slot(&self, cache_key: &CacheKey) -> Result<Option<PathBuf>, StoreAccessError>;
+
+    /// Publishes `tree` (already verified to hash to `content_hash`) and points the slot of `cache_key`
+    /// at it, replacing what the slot held. Returns the published directory.
+    fn publish(
+        &self,
+        cache_key: &CacheKey,
+        label: &str,
+        tree: &Path,
+        content_hash: &ContentHash,
+    ) -> Result<PathBuf, StoreAccessError>;
+
+    /// Like [`PackageStore::publish`] for `--repair`: when the store path named by this content already
+    /// exists but was damaged, it is restored first. The result verifies against `content_hash`.
+    fn publish_repairing(
+        &self,
+        cache_key: &CacheKey,
+        label: &str,
+        tree: &Path,
+        content_hash: &ContentHash,
+    ) -> Result<PathBuf, StoreAccessError> {
+        let published = self.publish(cache_key, label, tree, content_hash)?;
+        match self.verify_tree(&published, content_hash)? {
+            TreeMatch::Matches => Ok(published),
+            TreeMatch::Mismatch { actual } => Err(StoreAccessError(format!(
+                "the store path {} is damaged ({actual}) and was not replaced; run `agentpack store verify --repair`",
+                published.display()
+            ))),
+        }
+    }
+
+    /// A new scratch directory on the store's filesystem.
+    fn scratch(&self) -> Result<ScratchDir, StoreAccessError>;
+}
+
+fn tree_hash(hash: &ContentHash) -> Result<TreeHash, StoreAccessError> {
+    hash.as_str()
+        .parse::<TreeHash>()
+        .map_err(StoreAccessError::from)
+}
+
+fn content_hash(hash: &TreeHash) -> ContentHash {
+    ContentHash::from_digest(*hash.as_bytes())
+}
+
+impl PackageStore for Store {
+    fn hash_tree(&self, dir: &Path) -> Result<ContentHash, StoreAccessError> {
+        Ok(content_hash(&agentpack_store::hash_tree(dir)?))
+    }
+
+    fn verify_tree(
+        &self,
+        dir: &Path,
+        expected: &ContentHash,
+    ) -> Result<TreeMatch, StoreAccessError> {
+        match agentpack_store::matches_tree_hash(dir, &tree_hash(expected)?)? {
+            Match::Exact | Match::Legacy => Ok(TreeMatch::Matches),
+            Match::Mismatch { actual } => Ok(TreeMatch::Mismatch {
+                actual: content_hash(&actual),
+            }),
+        }
+    }
+
+    fn check_slot(
+        &self,
+        cache_key: &CacheKey,
+        expected: &ContentHash,
+    ) -> Result<SlotCheck, StoreAccessError> {
+        match self.verified_slot(cache_key.as_str(), &tree_hash(expected)?) {
+            Ok(Some(path)) => Ok(SlotCheck::Verified(path.path().to_path_buf())),
+            Ok(None) => Ok(SlotCheck::Missing),
+            Err(StoreError::ContentHashMismatch { actual, path, .. }) => Ok(SlotCheck::Mismatch {
+                path,
+                actual: content_hash(&actual),
+            }),
+            Err(other) => Err(other.into()),
+        }
+    }
+
+    fn slot(&self, cache_key: &CacheKey) -> Result<Option<PathBuf>, StoreAccessError> {
+        Ok(Store::slot(self, cache_key.as_str())?.map(|path| path.path().to_path_buf()))
+    }
+
+    fn publish(
+        &self,
+        cache_key: &CacheKey,
+        label: &str,
+        tree: &Path,
+        content_hash: &ContentHash,
+    ) -> Result<PathBuf, StoreAccessError> {
+        let label = agentpack_store::sanitize_label(label);
+        let path = self.publish_tree(tree, &label, Some(&tree_hash(content_hash)?))?;
+        self.set_slot(cache_key.as_str(), &path)?;
+        Ok(path.path().to_path_buf())
+    }
+
+    fn publish_repairing(
+        &self,
+        cache_key: &CacheKey,
+        label: &str,
+        tree: &Path,
+        content_hash: &ContentHash,
+    ) -> Result<PathBuf, StoreAccessError> {
+        let published = PackageStore::publish(self, cache_key, label, tree, content_hash)?;
+        if let TreeMatch::Matches = self.verify_tree(&published, content_hash)? {
+            return Ok(published);
+        }
+        // The content-addressed path exists but was edited: let the store restore it from its blobs
+        // and metadata, then publish again (a removed path is simply published anew).
+        agentpack_store::verify(self, agentpack_store::VerifyOptions { repair: true })?;
+        let published = PackageStore::publish(self, cache_key, label, tree, content_hash)?;
+        match self.verify_tree(&published, content_hash)? {
+            TreeMatch::Matches => Ok(published),
+            TreeMatch::Mismatch { actual } => Err(StoreAccessError(format!(
+                "the store path {} is damaged ({actual}) and could not be restored; run `agentpack store verify --repair`",
+                published.display()
+            ))),
+        }
+    }
+
+    fn scratch(&self) -> Result<ScratchDir, StoreAccessError> {
+        let temp: StoreTempDir = self.temp_dir()?;
+        Ok(ScratchDir::new(temp.path().to_path_buf(), Box::new(temp)))
+    }
+}
+
+/// GitHub ref and tag lookups cached in the store's index (`refs` and `tags` tables). Without an index
+/// (a remote store without a local index directory) it remembers nothing.
+#[derive(Debug, Clone)]
+pub struct StoreMetadataCache {
+    store: Arc<Store>,
+}
+
+impl StoreMetadataCache {
+    /// A cache over `store`'s index.
+    pub fn new(store: Arc<Store>) -> StoreMetadataCache {
+        StoreMetadataCache { store }
+    }
+
+    fn table(key: &str) -> &'static str {
+        if key.starts_with("github-tags:") {
+            tables::TAGS
+        } else {
+            tables::REFS
+        }
+    }
+}
+
+impl MetadataCache for StoreMetadataCache {
+    fn get(&self, key: &str) -> Option<CachedEntry> {
+        let index = self.store.index()?;
+        let (fetched_at, value): (SystemTime, Vec<u8>) =
+            index.get_timed(Self::table(key), key.as_bytes()).ok()??;
+        Some(CachedEntry {
+            value: String::from_utf8(value).ok()?,
+            fetched_at,
+        })
+    }
+
+    fn put(&self, key: &str, entry: CachedEntry) {
+        if let Some(index) = self.store.index() {
+            // A cache: a failed write only costs a lookup next time.
+            let _ = index.put_timed(Self::table(key), key.as_bytes(), entry.value.as_bytes());
+        }
+    }
+}

@@ -1,0 +1,519 @@
+//! Resolution into a lock and fetching a lock into the store, against the fake GitHub and a real store.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use agentpack_builders::fetch::{fetch_lock, FetchOptions};
+use agentpack_builders::github::metadata_cache::InMemoryMetadataCache;
+use agentpack_builders::github::resolver::Resolver;
+use agentpack_builders::github::{GitHubConfig, RetryPolicy};
+use agentpack_builders::package_store::{PackageStore, StoreMetadataCache};
+use agentpack_builders::resolve::{resolve, PinChange, ResolutionError, ResolveEnv, UpdatePolicy};
+use agentpack_builders::snapshot::SnapshotFetcher;
+use agentpack_lockfile::keys::github_cache_key;
+use agentpack_lockfile::lock::Lockfile;
+use agentpack_lockfile::manifest::Manifest;
+use agentpack_store::{Store, StoreOptions};
+use agentpack_test_support::{Endpoint, FakeGitHub};
+
+struct Env {
+    _dir: tempfile::TempDir,
+    home: std::path::PathBuf,
+    project: std::path::PathBuf,
+    store: Arc<Store>,
+}
+
+fn env() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let store = Arc::new(
+        Store::open(
+            &home.join("cache"),
+            StoreOptions {
+                flush: false,
+                host_id: Some("test".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap(),
+    );
+    Env {
+        _dir: dir,
+        home,
+        project,
+        store,
+    }
+}
+
+fn fetcher(gh: &FakeGitHub, env: &Env) -> SnapshotFetcher {
+    fetcher_with(gh, env, false)
+}
+
+/// `persistent`: GitHub metadata cached in the store's index (as the cli does), else per run.
+fn fetcher_with(gh: &FakeGitHub, env: &Env, persistent: bool) -> SnapshotFetcher {
+    let mut config = GitHubConfig::from_values(Some(gh.api_url()), Some(gh.git_url()), None, None);
+    config.retry = RetryPolicy::fast();
+    let cache: Arc<dyn agentpack_builders::github::metadata_cache::MetadataCache> = if persistent {
+        Arc::new(StoreMetadataCache::new(Arc::clone(&env.store)))
+    } else {
+        Arc::new(InMemoryMetadataCache::new())
+    };
+    let resolver = Arc::new(Resolver::new(config, cache).unwrap());
+    SnapshotFetcher::new(resolver, &env.home.join("scratch")).unwrap()
+}
+
+fn manifest(text: &str) -> Manifest {
+    Manifest::parse(text, Path::new("agentpack.toml")).unwrap()
+}
+
+fn run(
+    gh: &FakeGitHub,
+    env: &Env,
+    text: &str,
+    old: Option<&Lockfile>,
+    policy: UpdatePolicy,
+) -> Result<agentpack_builders::resolve::ResolveOutcome, ResolutionError> {
+    run_with(gh, env, text, old, policy, false)
+}
+
+fn run_with(
+    gh: &FakeGitHub,
+    env: &Env,
+    text: &str,
+    old: Option<&Lockfile>,
+    policy: UpdatePolicy,
+    persistent: bool,
+) -> Result<agentpack_builders::resolve::ResolveOutcome, ResolutionError> {
+    let fetcher = fetcher_with(gh, env, persistent);
+    let store: &dyn PackageStore = env.store.as_ref();
+    let resolve_env = ResolveEnv {
+        project_root: &env.project,
+        agentpack_home: &env.home,
+        fetcher: &fetcher,
+        store,
+    };
+    resolve(&manifest(text), old, &policy, &resolve_env)
+}
+
+const HEAD: &str = "name = \"demo\"\nversion = \"0.1.0\"\n";
+
+#[test]
+fn resolves_direct_and_transitive_packages_into_a_lock() {
+    let gh = FakeGitHub::start();
+    let base = gh.repo("acme", "base");
+    base.write("rules/SKILL.md", "---\nname: base-rules\n---\nv1\n");
+    base.commit("v1");
+    base.tag("v1.0.0");
+    base.write("rules/SKILL.md", "---\nname: base-rules\n---\nv1.1\n");
+    let base_11 = base.commit("v1.1");
+    base.tag("v1.1.0");
+    base.write("rules/SKILL.md", "---\nname: base-rules\n---\nv2\n");
+    base.commit("v2");
+    base.tag("v2.0.0");
+
+    let mono = gh.repo("acme", "mono");
+    mono.write(
+        "plugins/hookify/.claude-plugin/plugin.json",
+        r#"{"name":"hookify","version":"0.1.0"}"#,
+    );
+    mono.write(
+        "plugins/hookify/agentpack.toml",
+        "[dependencies]\n\"github.com/acme/base/rules\" = \"^1.0\"\n",
+    );
+    for i in 0..5 {
+        mono.write(
+            &format!("skills/s{i}/SKILL.md"),
+            format!("---\nname: s{i}\n---\n"),
+        );
+    }
+    let mono_head = mono.commit("init");
+
+    let env = env();
+    std::fs::create_dir_all(env.project.join("local-rules")).unwrap();
+    std::fs::write(
+        env.project.join("local-rules/SKILL.md"),
+        "---\nname: local\n---\n",
+    )
+    .unwrap();
+    let mut text = format!("{HEAD}[dependencies]\n\"github.com/acme/mono/plugins/hookify\" = {{ branch = \"main\" }}\n");
+    for i in 0..5 {
+        text.push_str(&format!(
+            "\"github.com/acme/mono/skills/s{i}\" = \"main\"\n"
+        ));
+    }
+    text.push_str("\"local-rules\" = { path = \"local-rules\" }\n");
+    let outcome = run(&gh, &env, &text, None, UpdatePolicy::KeepPins).unwrap();
+    let lock = &outcome.lock;
+    let modules: Vec<&str> = lock.packages.iter().map(|p| p.module.as_str()).collect();
+    assert_eq!(modules.len(), 8, "{modules:?}");
+
+    let hookify = lock
+        .package("github.com/acme/mono/plugins/hookify")
+        .unwrap();
+    assert!(hookify.direct);
+    assert_eq!(hookify.kind, "plugin");
+    assert_eq!(hookify.commit.as_str(), mono_head);
+    assert_eq!(
+        hookify.cache_key,
+        github_cache_key("acme", "mono", "plugins/hookify", &hookify.commit)
+    );
+    assert_eq!(
+        hookify.url,
+        format!("https://github.com/acme/mono/tree/{mono_head}/plugins/hookify")
+    );
+    assert_eq!(hookify.name.as_deref(), Some("hookify"));
+    // Normalization happened before hashing: the stubs are in the published slot.
+    let slot = &outcome.slots["github.com/acme/mono/plugins/hookify"];
+    assert!(slot.join(".cursor-plugin/plugin.json").is_file());
+
+    let rules = lock.package("github.com/acme/base/rules").unwrap();
+    assert!(!rules.direct, "transitive");
+    assert_eq!(
+        rules.commit.as_str(),
+        base_11,
+        "highest tag satisfying ^1.0"
+    );
+    assert_eq!(rules.kind, "skill");
+    assert!(rules.content_hash.is_some());
+
+    let local = lock.package("local-rules").unwrap();
+    assert_eq!(local.url, "path:local-rules");
+    assert!(local.content_hash.is_some());
+
+    // One tarball for the six packages of acme/mono at one commit.
+    assert_eq!(gh.count(Endpoint::Tarball, "acme", "mono"), 1);
+    assert!(outcome
+        .changes
+        .iter()
+        .all(|c| matches!(c, PinChange::Added { .. })));
+    assert_eq!(lock.lockfile_version(), 3);
+
+    // Fetch into a fresh store (another machine): downloads once per repo and verifies.
+    let env2 = self::env();
+    std::fs::create_dir_all(env2.project.join("local-rules")).unwrap();
+    std::fs::write(
+        env2.project.join("local-rules/SKILL.md"),
+        "---\nname: local\n---\n",
+    )
+    .unwrap();
+    gh.reset_counters();
+    let fetcher2 = fetcher(&gh, &env2);
+    let fetched = fetch_lock(
+        lock,
+        &env2.project,
+        &env2.home,
+        &fetcher2,
+        env2.store.as_ref(),
+        FetchOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(fetched.slots.len(), 8);
+    assert_eq!(gh.count(Endpoint::Tarball, "acme", "mono"), 1);
+    assert_eq!(gh.count(Endpoint::Tarball, "acme", "base"), 1);
+    // The path package has the same files (same dirhash40) but lives in another directory here.
+    assert_eq!(fetched.updated_entries.len(), 1);
+    assert_eq!(fetched.updated_entries[0].commit, local.commit);
+    assert_ne!(fetched.updated_entries[0].cache_key, local.cache_key);
+    // A warm store downloads nothing.
+    gh.reset_counters();
+    let again = fetch_lock(
+        lock,
+        &env2.project,
+        &env2.home,
+        &fetcher2,
+        env2.store.as_ref(),
+        FetchOptions::default(),
+    )
+    .unwrap();
+    assert!(again.downloaded.is_empty());
+    assert_eq!(gh.total(Endpoint::Tarball), 0);
+}
+
+#[test]
+fn pins_are_kept_until_an_update_and_conflicts_name_both_packages() {
+    let gh = FakeGitHub::start();
+    let repo = gh.repo("acme", "skills");
+    repo.write("demo/SKILL.md", "one");
+    let first = repo.commit("one");
+    repo.tag("v1.0.0");
+    let env = env();
+    let text = format!(
+        "{HEAD}[dependencies]\n\"github.com/acme/skills/demo\" = {{ branch = \"main\" }}\n"
+    );
+    let locked = run(&gh, &env, &text, None, UpdatePolicy::KeepPins)
+        .unwrap()
+        .lock;
+    repo.write("demo/SKILL.md", "two");
+    let second = repo.commit("two");
+    repo.tag("v2.0.0");
+
+    let kept = run(&gh, &env, &text, Some(&locked), UpdatePolicy::KeepPins).unwrap();
+    assert_eq!(kept.lock.packages[0].commit.as_str(), first);
+    assert!(kept.changes.is_empty());
+    assert_eq!(kept.lock, locked, "nothing moved: the same lock");
+
+    let updated = run(&gh, &env, &text, Some(&locked), UpdatePolicy::UpdateAll).unwrap();
+    assert_eq!(updated.lock.packages[0].commit.as_str(), second);
+    let line = updated.changes[0].to_string();
+    assert_eq!(
+        line,
+        format!("github.com/acme/skills/demo: moved from commit {first} to {second}")
+    );
+
+    // A manifest edit moves the pin without --update.
+    let tagged = format!("{HEAD}[dependencies]\n\"github.com/acme/skills/demo\" = \"^2\"\n");
+    let edited = run(&gh, &env, &tagged, Some(&locked), UpdatePolicy::KeepPins).unwrap();
+    assert_eq!(edited.lock.packages[0].commit.as_str(), second);
+
+    // Two constraints with no common tag.
+    let dep = gh.repo("acme", "dep");
+    dep.write(
+        "agentpack.toml",
+        "[dependencies]\n\"github.com/acme/skills/demo\" = \"^1\"\n",
+    );
+    dep.write("SKILL.md", "dep");
+    dep.commit("dep");
+    let conflicting =
+        format!("{HEAD}[dependencies]\n\"github.com/acme/skills/demo\" = \"^2\"\n\"github.com/acme/dep\" = \"main\"\n");
+    let error = run(&gh, &env, &conflicting, None, UpdatePolicy::KeepPins).unwrap_err();
+    let text = error.to_string();
+    assert!(matches!(error, ResolutionError::Conflict { .. }), "{text}");
+    assert!(
+        text.contains("agentpack.toml wants version ^2")
+            && text.contains("github.com/acme/dep wants version ^1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn tampered_downloads_and_edited_cache_entries_are_refused() {
+    let gh = FakeGitHub::start();
+    let repo = gh.repo("acme", "skills");
+    repo.write("SKILL.md", "original");
+    let commit = repo.commit("one");
+    let env = env();
+    let text = format!("{HEAD}[dependencies]\n\"github.com/acme/skills\" = \"{commit}\"\n");
+    let lock = run(&gh, &env, &text, None, UpdatePolicy::KeepPins)
+        .unwrap()
+        .lock;
+
+    // Another machine gets a tampered archive for the pinned commit.
+    gh.tamper_tarball("acme", "skills", &commit);
+    let other = self::env();
+    let fetcher = fetcher(&gh, &other);
+    let error = fetch_lock(
+        &lock,
+        &other.project,
+        &other.home,
+        &fetcher,
+        other.store.as_ref(),
+        FetchOptions::default(),
+    )
+    .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        matches!(error, ResolutionError::FetchedMismatch { .. }),
+        "{message}"
+    );
+    assert!(
+        message.contains("github.com/acme/skills") && message.contains(&commit),
+        "{message}"
+    );
+    let key = lock.packages[0].cache_key.clone();
+    assert!(
+        PackageStore::slot(other.store.as_ref(), &key)
+            .unwrap()
+            .is_none(),
+        "nothing published"
+    );
+
+    // `lock` re-checks a locked hash against a fresh download too.
+    let error = run(&gh, &other, &text, Some(&lock), UpdatePolicy::KeepPins).unwrap_err();
+    assert!(
+        matches!(error, ResolutionError::FetchedMismatch { .. }),
+        "{error}"
+    );
+}
+
+#[test]
+fn lock_without_network_uses_the_warm_store_and_cached_metadata() {
+    let gh = FakeGitHub::start();
+    let repo = gh.repo("acme", "skills");
+    repo.write("demo/SKILL.md", "x");
+    repo.commit("one");
+    repo.tag("v1.0.0");
+    let env = env();
+    let text = format!("{HEAD}[dependencies]\n\"github.com/acme/skills/demo\" = \"^1\"\n");
+    let lock = run_with(&gh, &env, &text, None, UpdatePolicy::KeepPins, true)
+        .unwrap()
+        .lock;
+    gh.set_rest_down(Some(500));
+    gh.set_git_http_enabled(false);
+    gh.reset_counters();
+    let again = run_with(&gh, &env, &text, Some(&lock), UpdatePolicy::KeepPins, true).unwrap();
+    assert_eq!(again.lock, lock);
+    assert!(gh.requests().is_empty(), "{:?}", gh.requests());
+}
+
+#[test]
+fn an_edited_cache_entry_stops_the_fetch_and_repair_restores_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let gh = FakeGitHub::start();
+    let repo = gh.repo("acme", "skills");
+    repo.write("demo/SKILL.md", "original");
+    let commit = repo.commit("one");
+    let env = env();
+    let text = format!("{HEAD}[dependencies]\n\"github.com/acme/skills/demo\" = \"{commit}\"\n");
+    let outcome = run(&gh, &env, &text, None, UpdatePolicy::KeepPins).unwrap();
+    let lock = outcome.lock;
+    let slot = outcome.slots["github.com/acme/skills/demo"].clone();
+    // Someone edits the cached copy (the store is read-only: they had to chmod first).
+    std::fs::set_permissions(&slot, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(slot.join("EXTRA.md"), "edited").unwrap();
+
+    let fetcher = fetcher(&gh, &env);
+    let error = fetch_lock(
+        &lock,
+        &env.project,
+        &env.home,
+        &fetcher,
+        env.store.as_ref(),
+        FetchOptions::default(),
+    )
+    .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        matches!(error, ResolutionError::CacheMismatch { .. }),
+        "{message}"
+    );
+    assert!(
+        message.starts_with("content hash mismatch: github.com/acme/skills/demo"),
+        "{message}"
+    );
+    assert!(message.contains("agentpack sync --repair"), "{message}");
+    assert!(slot.join("EXTRA.md").exists(), "left as found");
+
+    let repaired = fetch_lock(
+        &lock,
+        &env.project,
+        &env.home,
+        &fetcher,
+        env.store.as_ref(),
+        FetchOptions { repair: true },
+    )
+    .unwrap();
+    assert_eq!(repaired.repaired.len(), 1);
+    assert_eq!(
+        Some(&repaired.repaired[0].new),
+        lock.packages[0].content_hash.as_ref()
+    );
+    let now = &repaired.slots["github.com/acme/skills/demo"];
+    assert!(!now.join("EXTRA.md").exists(), "{}", now.display());
+    let verified = fetch_lock(
+        &lock,
+        &env.project,
+        &env.home,
+        &fetcher,
+        env.store.as_ref(),
+        FetchOptions::default(),
+    )
+    .unwrap();
+    assert!(verified.downloaded.is_empty() && verified.repaired.is_empty());
+}
+
+#[test]
+fn a_session_over_the_store_and_a_missing_path_directory_served_from_its_slot() {
+    let gh = FakeGitHub::start();
+    let repo = gh.repo("acme", "skills");
+    repo.write("SKILL.md", "root skill");
+    repo.commit("one");
+    let env = env();
+    std::fs::create_dir_all(env.project.join("mine")).unwrap();
+    std::fs::write(env.project.join("mine/SKILL.md"), "mine").unwrap();
+    let mut config = GitHubConfig::from_values(Some(gh.api_url()), Some(gh.git_url()), None, None);
+    config.retry = RetryPolicy::fast();
+    let session = agentpack_builders::session::GitHubSession::new(&env.store, config).unwrap();
+    let store: &dyn PackageStore = env.store.as_ref();
+    let resolve_env = ResolveEnv {
+        project_root: &env.project,
+        agentpack_home: &env.home,
+        fetcher: &session.fetcher,
+        store,
+    };
+    let text = format!("{HEAD}[dependencies]\n\"github.com/acme/skills\" = \"main\"\n\"mine\" = {{ path = \"mine\" }}\n");
+    let lock = resolve(
+        &manifest(&text),
+        None,
+        &UpdatePolicy::KeepPins,
+        &resolve_env,
+    )
+    .unwrap()
+    .lock;
+    assert_eq!(lock.packages.len(), 2);
+
+    std::fs::remove_dir_all(env.project.join("mine")).unwrap();
+    let fetched = fetch_lock(
+        &lock,
+        &env.project,
+        &env.home,
+        &session.fetcher,
+        store,
+        FetchOptions::default(),
+    )
+    .unwrap();
+    assert!(fetched.slots["mine"].join("SKILL.md").is_file());
+    let other = self::env();
+    let error = fetch_lock(
+        &lock,
+        &env.project,
+        &other.home,
+        &session.fetcher,
+        other.store.as_ref(),
+        FetchOptions::default(),
+    )
+    .unwrap_err();
+    assert!(error.to_string().contains("mine"), "{error}");
+}
+
+#[test]
+fn locks_without_content_hashes_fetch_unverified() {
+    let gh = FakeGitHub::start();
+    let repo = gh.repo("acme", "skills");
+    repo.write("SKILL.md", "x");
+    let commit = repo.commit("one");
+    let env = env();
+    let text = format!("{HEAD}[dependencies]\n\"github.com/acme/skills\" = \"{commit}\"\n");
+    let mut lock = run(&gh, &env, &text, None, UpdatePolicy::KeepPins)
+        .unwrap()
+        .lock;
+    lock.packages[0].content_hash = None;
+    assert_eq!(lock.lockfile_version(), 2);
+    let other = self::env();
+    let fetcher = fetcher(&gh, &other);
+    let fetched = fetch_lock(
+        &lock,
+        &other.project,
+        &other.home,
+        &fetcher,
+        other.store.as_ref(),
+        FetchOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        fetched.unverified,
+        vec!["github.com/acme/skills".to_owned()]
+    );
+    assert_eq!(
+        fetched.downloaded,
+        vec!["github.com/acme/skills".to_owned()]
+    );
+    // `lock` records the first content hash from a fresh download.
+    let relocked = run(&gh, &other, &text, Some(&lock), UpdatePolicy::KeepPins)
+        .unwrap()
+        .lock;
+    assert!(relocked.packages[0].content_hash.is_some());
+    assert_eq!(relocked.packages[0].commit, lock.packages[0].commit);
+}

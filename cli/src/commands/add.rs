@@ -1,0 +1,220 @@
+//! `agentpack add <spec>` and `agentpack remove <spec>`: edit `[dependencies]`, re-resolve, sync.
+//!
+//! Both are transactions over the two files: resolution runs on the edited manifest in memory, then the
+//! manifest and the lock are written, then (unless `--no-sync`) the project is synced. If any step
+//! fails, `agentpack.toml` and `pack.lock` are put back exactly as they were. Edits keep the user's
+//! comments, order and spacing (`ManifestDocument`).
+
+use std::path::{Component, Path, PathBuf};
+use std::process::ExitCode;
+
+use agentpack_builders::github::RepoId;
+use agentpack_builders::plugin_add::resolve_plugin;
+use agentpack_builders::resolve::UpdatePolicy;
+use agentpack_lockfile::{parse_spec, Dependency, ManifestDocument, ModuleId, PackageSpec, Pin};
+use anyhow::{bail, Context as _, Result};
+use clap::Args;
+
+use crate::commands::lock::{module_of, relock};
+use crate::commands::sync::{self, SyncOptions};
+use crate::context::Context;
+use crate::output;
+use crate::project::Project;
+use crate::session;
+
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// A module id, owner/repo[/path], a GitHub tree/blob URL, a local/alias name or a directory,
+    /// with an optional @ref (branch, tag, commit or version constraint).
+    pub spec: String,
+    /// Add one plugin of the marketplace catalog the spec names.
+    #[arg(long, value_name = "NAME")]
+    pub plugin: Option<String>,
+    /// Resolve and lock, but do not stage.
+    #[arg(long)]
+    pub no_sync: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RemoveArgs {
+    /// The dependency to drop: its key in agentpack.toml, or a spec naming it.
+    pub spec: String,
+    /// Update the files, but do not stage.
+    #[arg(long)]
+    pub no_sync: bool,
+}
+
+pub fn run_add(ctx: &Context, args: &AddArgs) -> Result<ExitCode> {
+    let project = Project::discover(ctx)?;
+    let text = fs_err::read_to_string(&project.manifest_path)?;
+    let mut document = ManifestDocument::parse(&text, &project.manifest_path)?;
+    let (module, dependency) = dependency_for(ctx, &project, args)?;
+    document.set_dependency(&module, &dependency)?;
+    let manifest = document.to_manifest()?;
+    let old = project.load_lock(&manifest)?;
+
+    let snapshot = project.snapshot()?;
+    let outcome = relock(ctx, &project, &manifest, Some(&old), &UpdatePolicy::KeepPins)?;
+    let result = (|| -> Result<()> {
+        agentpack_lockfile::write_if_changed(&project.manifest_path, document.to_string().as_bytes())?;
+        outcome.lock.save(&project.lock_path)?;
+        if !args.no_sync {
+            sync::run_sync(ctx, &project, &SyncOptions::default())?;
+        }
+        Ok(())
+    })();
+    if let Err(err) = result {
+        snapshot.restore();
+        return Err(err.context(format!(
+            "`agentpack add {}` failed; agentpack.toml and pack.lock are unchanged",
+            args.spec
+        )));
+    }
+    if ctx.says() {
+        output::info(&format!("Added {module}"));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The manifest key and value `add` writes for the spec.
+fn dependency_for(ctx: &Context, project: &Project, args: &AddArgs) -> Result<(ModuleId, Dependency)> {
+    let spec = parse_spec(&args.spec)?;
+    if let Some(plugin) = &args.plugin {
+        let PackageSpec::Github(marketplace) = spec else {
+            bail!("--plugin needs a GitHub marketplace repository (owner/repo[@ref]), not `{}`", args.spec);
+        };
+        let store = session::open_store(&project.home)?;
+        let github = session::github(&store)?;
+        let addition = resolve_plugin(
+            &github.fetcher,
+            &RepoId::new(&marketplace.owner, &marketplace.repo),
+            &marketplace.path,
+            marketplace.reference.as_deref(),
+            plugin,
+        )?;
+        for warning in &addition.warnings {
+            output::warn(warning);
+        }
+        return Ok((addition.module, Dependency::Remote(addition.pin)));
+    }
+    Ok(match spec {
+        PackageSpec::Github(github) => {
+            let pin = Pin::from_reference(github.reference.as_deref())?;
+            (github.module, Dependency::Remote(pin))
+        }
+        PackageSpec::Name { name, reference } => {
+            (name, Dependency::Remote(Pin::from_reference(reference.as_deref())?))
+        }
+        PackageSpec::Path(path) => {
+            let dir = ctx.cwd.join(&path);
+            let dir = fs_err::canonicalize(&dir)
+                .with_context(|| format!("cannot add {path}: the directory does not exist"))?;
+            if !dir.is_dir() {
+                bail!("cannot add {path}: it is not a directory");
+            }
+            let key = dir
+                .file_name()
+                .map(|name| key_from_dir_name(&name.to_string_lossy()))
+                .filter(|key| !key.is_empty())
+                .with_context(|| format!("cannot derive a dependency name from {}", dir.display()))?;
+            let module = ModuleId::parse(&key)
+                .with_context(|| format!("cannot use `{key}` (from {}) as a dependency name", dir.display()))?;
+            (module, Dependency::Path(relative_to(&project.root, &dir)))
+        }
+    })
+}
+
+/// A directory name as a dependency key: lowercase, other characters as `-`.
+fn key_from_dir_name(name: &str) -> String {
+    let key: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    key.trim_matches(|c| c == '-' || c == '.').to_owned()
+}
+
+/// `target` relative to `base` (both absolute and canonical), `/`-separated.
+fn relative_to(base: &Path, target: &Path) -> String {
+    let base: Vec<Component<'_>> = base.components().collect();
+    let target: Vec<Component<'_>> = target.components().collect();
+    let common = base.iter().zip(&target).take_while(|(a, b)| a == b).count();
+    let mut relative = PathBuf::new();
+    for _ in common..base.len() {
+        relative.push("..");
+    }
+    for component in &target[common..] {
+        relative.push(component);
+    }
+    let text = relative.to_string_lossy().replace('\\', "/");
+    if text.is_empty() {
+        ".".to_owned()
+    } else if text.starts_with("..") {
+        text
+    } else {
+        format!("./{text}")
+    }
+}
+
+pub fn run_remove(ctx: &Context, args: &RemoveArgs) -> Result<ExitCode> {
+    let project = Project::discover(ctx)?;
+    let text = fs_err::read_to_string(&project.manifest_path)?;
+    let mut document = ManifestDocument::parse(&text, &project.manifest_path)?;
+    let module = match ModuleId::parse(&args.spec) {
+        Ok(module) => module,
+        Err(_) => ModuleId::parse(&module_of(&args.spec)?)?,
+    };
+    if !document.remove_dependency(&module) {
+        bail!(
+            "{module} is not a dependency in {}\n  fix  check the key under [dependencies]",
+            project.manifest_path.display()
+        );
+    }
+    let pruned = document.remove_selectors_for_module(&module);
+    let manifest = document.to_manifest()?;
+    let old = project.load_lock(&manifest)?;
+    let snapshot = project.snapshot()?;
+    let outcome = relock(ctx, &project, &manifest, Some(&old), &UpdatePolicy::KeepPins)?;
+    let result = (|| -> Result<()> {
+        agentpack_lockfile::write_if_changed(&project.manifest_path, document.to_string().as_bytes())?;
+        outcome.lock.save(&project.lock_path)?;
+        if !args.no_sync {
+            sync::run_sync(ctx, &project, &SyncOptions::default())?;
+        }
+        Ok(())
+    })();
+    if let Err(err) = result {
+        snapshot.restore();
+        return Err(err.context(format!(
+            "`agentpack remove {}` failed; agentpack.toml and pack.lock are unchanged",
+            args.spec
+        )));
+    }
+    if ctx.says() {
+        let also = if pruned > 0 {
+            format!(" and {pruned} mode selector(s) naming it")
+        } else {
+            String::new()
+        };
+        output::info(&format!("Removed {module}{also}"));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_and_keys() {
+        assert_eq!(relative_to(Path::new("/a/b"), Path::new("/a/c")), "../c");
+        assert_eq!(relative_to(Path::new("/a/b"), Path::new("/a/b/c/d")), "./c/d");
+        assert_eq!(relative_to(Path::new("/a/b"), Path::new("/a/b")), ".");
+        assert_eq!(key_from_dir_name("My Rules!"), "my-rules");
+    }
+}

@@ -1,0 +1,70 @@
+//! `agentpack hook-exec dispatch --agent A --event E --spec FILE`: what every staged hook calls.
+//!
+//! Reads the agent's JSON payload from stdin, runs the spec's handlers (see
+//! `agentpack_harness::hook_exec`), and answers on stdout, stderr and the exit code exactly as the
+//! handlers did (exit 2 blocks). It is called by agents, not people, so it prints nothing of its own
+//! except a refusal when the spec cannot be read.
+
+
+use std::io::{Read as _, Write as _};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use agentpack_harness::hook_exec;
+use agentpack_harness::Agent;
+use anyhow::{Context as _, Result};
+
+/// `hook-exec`'s subcommands.
+#[derive(Debug, clap::Args)]
+pub struct HookExecArgs {
+    #[command(subcommand)]
+    pub command: HookExecCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum HookExecCommand {
+    /// Run the handlers of one staged hook for the payload on stdin.
+    Dispatch(DispatchArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DispatchArgs {
+    /// The agent that fired the hook (claude, cursor, opencode, codex, grok, agy).
+    #[arg(long)]
+    pub agent: String,
+    /// The event, in the agent's own name.
+    #[arg(long)]
+    pub event: String,
+    /// The staged spec file naming the handlers.
+    #[arg(long)]
+    pub spec: PathBuf,
+}
+
+/// Runs `hook-exec`.
+pub fn run(args: &HookExecArgs) -> Result<ExitCode> {
+    match &args.command {
+        HookExecCommand::Dispatch(dispatch) => run_dispatch(dispatch),
+    }
+}
+
+fn run_dispatch(args: &DispatchArgs) -> Result<ExitCode> {
+    let agent = Agent::from_name(&args.agent).with_context(|| {
+        format!(
+            "unknown agent `{}`\n  fix  use one of claude, cursor, opencode, codex, grok, agy",
+            args.agent
+        )
+    })?;
+    let spec = hook_exec::load_spec(&args.spec, agent, &args.event)?;
+    let mut payload = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut payload)
+        .context("cannot read the hook payload from stdin")?;
+    let outcome = hook_exec::dispatch(agent, &spec, &payload);
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(&outcome.stdout)?;
+    stdout.flush()?;
+    let mut stderr = std::io::stderr().lock();
+    stderr.write_all(&outcome.stderr)?;
+    stderr.flush()?;
+    Ok(ExitCode::from(u8::try_from(outcome.exit_code).unwrap_or(1)))
+}

@@ -1,0 +1,347 @@
+//! The launchers (`agentpack claude`, `agent`, `opencode`, `codex`, `grok`, `agy`): stage, prepare
+//! the agent's home layer, hold a lease on the generation, run the agent, pass its exit code on.
+//!
+//! One launch resolves the mode's pointer once and uses that generation throughout, so a sync that
+//! switches the pointer while the agent runs does not change what it sees. When the manifest, the
+//! lock, `./.agents/`, the mode, the target and the cache entries' metadata are unchanged since the
+//! last full sync of this launcher (the fingerprint in `$AGENTPACK_HOME/projects/<hash>/launch/`),
+//! nothing is staged; `AGENTPACK_FULL_VERIFY=1` always takes the full sync.
+//!
+//! The agent runs as a child, not through `exec`, so the launcher can release its lease when the
+//! agent exits; the child's pid is leased too, so the generation stays protected if the launcher is
+//! killed. Warnings are printed before the agent starts; nothing is printed after it exits except
+//! errors.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use agentpack_harness::home_layer::{self, HomeLayerRequest, UserEnv};
+use agentpack_harness::launch::{self, fingerprint, LaunchRequest, SecretRecord};
+use agentpack_harness::{Agent, SecretLayer};
+use agentpack_store::{LeaseOptions, Store, StoreOptions};
+use anyhow::{Context as _, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::commands::sync::{stage_for_launch, Staged};
+use crate::context::{Context, Home, LOCK_FILE, MANIFEST_FILE};
+use crate::env::{self, EnvVars};
+use crate::output;
+
+/// Arguments of every launcher.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LaunchArgs {
+    /// The workspace the agent works in (default: the current directory). Cursor reads sub-agents
+    /// from <DIR>/.cursor/agents; Grok gets it as --cwd, Antigravity as --add-dir.
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+
+    /// Arguments passed to the agent unchanged; put `--` before them when one looks like an
+    /// agentpack flag.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+    pub args: Vec<OsString>,
+}
+
+/// Variables the launcher reads for binary paths and the home layers.
+const BRIDGED: [&str; 4] = ["CURSOR_DATA_DIR", "CARGO_HOME", "RUSTUP_HOME", "DOCKER_CONFIG"];
+
+/// Runs `agent` with `args`.
+pub fn run(ctx: &Context, agent: Agent, args: &LaunchArgs) -> Result<ExitCode> {
+    let program = launch::resolve_binary(
+        agent,
+        std::env::var_os(launch::path_override_var(agent)).as_deref(),
+        std::env::var_os("PATH").as_deref(),
+    )?;
+    let staged = match fast_path(ctx, agent)? {
+        Some(staged) => staged,
+        None => {
+            let staged = stage_for_launch(ctx, agent)?;
+            if let Err(error) = record_fast_path(ctx, agent, &staged) {
+                output::warn(&format!(
+                    "the next launch will sync again: cannot record this one ({error:#})"
+                ));
+            }
+            staged
+        }
+    };
+    let generation = staged.generation.clone();
+
+    let store = Store::open(&staged.agentpack_home.join("cache"), StoreOptions::default())
+        .context("cannot open the store to take a lease on the generation")?;
+    let store_path = store.store_path_of(&generation);
+    let lease = match &store_path {
+        Some(path) => Some(store.acquire_lease(std::slice::from_ref(path), LeaseOptions::default())?),
+        None => {
+            output::warn(&format!(
+                "{} is not in the store; launching without a lease, so `agentpack gc` may remove it while {} runs",
+                generation.display(),
+                agent.display_name()
+            ));
+            None
+        }
+    };
+
+    let result = launch_with_lease(ctx, agent, args, &program, &staged, &store, store_path.as_ref());
+    if let Some(lease) = &lease {
+        let _ = store.release_lease(lease);
+    }
+    let code = result?;
+    Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+}
+
+fn launch_with_lease(
+    ctx: &Context,
+    agent: Agent,
+    args: &LaunchArgs,
+    program: &Path,
+    staged: &Staged,
+    store: &Store,
+    store_path: Option<&agentpack_store::StorePath>,
+) -> Result<i32> {
+    let workspace = match &args.workspace {
+        Some(dir) => ctx.cwd.join(dir),
+        None => ctx.cwd.clone(),
+    };
+    let user = user_env()?;
+    let no_secrets = SecretLayer::default();
+    let staging_override = env::var(EnvVars::AGENTPACK_STAGING_ROOT).map(PathBuf::from);
+    let request = HomeLayerRequest {
+        agent,
+        generation: &staged.generation,
+        project_root: &staged.project_root,
+        project_hash: &staged.project_hash,
+        mode_dir: &staged.mode_dir,
+        agentpack_home: &staged.agentpack_home,
+        staging_root_override: staging_override.as_deref(),
+        state_dir: &staged.state_dir,
+        user: &user,
+        secrets: staged.secrets.get(&agent).unwrap_or(&no_secrets),
+        keep_attribution: env::flag(EnvVars::AGENTPACK_KEEP_ATTRIBUTION),
+        yolo: ctx.yolo,
+        workspace: &workspace,
+    };
+    let prepared = home_layer::prepare(&request).with_context(|| {
+        format!("cannot prepare the {} home layer", agent.display_name())
+    })?;
+    for warning in &prepared.warnings {
+        output::warn(warning);
+    }
+    let settings = if agent == Agent::Claude {
+        let file = launch::claude_bundle(&staged.generation).join("agentpack-settings.json");
+        let text = fs_err::read_to_string(&file).with_context(|| {
+            format!(
+                "cannot read the staged Claude settings {}\n  fix  run `agentpack sync`",
+                file.display()
+            )
+        })?;
+        launch::inline_settings(&text)
+    } else {
+        None
+    };
+    let command = launch::build_command(&LaunchRequest {
+        agent,
+        program: program.to_path_buf(),
+        generation: &staged.generation,
+        prepared: &prepared,
+        yolo: ctx.yolo,
+        user_args: &args.args,
+        workspace: &workspace,
+        claude_settings: settings.as_deref(),
+    });
+    let mut child_lease = None;
+    let code = launch::run_child(&command, &ctx.cwd, |pid| {
+        if let Some(path) = store_path {
+            let options = LeaseOptions {
+                pid: Some(pid),
+                ..LeaseOptions::default()
+            };
+            child_lease = store.acquire_lease(std::slice::from_ref(path), options).ok();
+        }
+    })
+    .with_context(|| format!("cannot start {}", command.program.display()))?;
+    if let Some(lease) = &child_lease {
+        let _ = store.release_lease(lease);
+    }
+    if let Err(error) = home_layer::after_exit(&request, &prepared) {
+        output::warn(&format!("{error}"));
+    }
+    Ok(code)
+}
+
+fn user_env() -> Result<UserEnv> {
+    let home = env::var(EnvVars::HOME)
+        .map(PathBuf::from)
+        .context("HOME is not set\n  fix  set HOME to your home directory")?;
+    let vars = BRIDGED
+        .iter()
+        .filter_map(|name| std::env::var_os(name).map(|value| (name.to_string(), value)))
+        .collect();
+    Ok(UserEnv {
+        home,
+        xdg_config_home: env::var("XDG_CONFIG_HOME").map(PathBuf::from),
+        vars,
+    })
+}
+
+// ----- the fast path -----
+
+/// What a full sync left for the next launch of the same agent and mode.
+#[derive(Debug, Serialize, Deserialize)]
+struct FastPathRecord {
+    version: u32,
+    fingerprint: String,
+    project_root: PathBuf,
+    project_hash: String,
+    agentpack_home: PathBuf,
+    staging_root: PathBuf,
+    mode_dir: String,
+    pointer: PathBuf,
+    generation: PathBuf,
+    state_dir: PathBuf,
+    /// The agent's secret layer (this file is 0600, outside the store).
+    secrets: SecretRecord,
+}
+
+fn record_path(state_dir: &Path, mode_dir: &str, agent: Agent) -> PathBuf {
+    state_dir
+        .join("launch")
+        .join(format!("{mode_dir}-{}.json", agent.as_str()))
+}
+
+fn mode_name(ctx: &Context) -> String {
+    ctx.mode.clone().unwrap_or_else(|| "default".to_string())
+}
+
+fn fingerprint_inputs(
+    ctx: &Context,
+    agent: Agent,
+    project_root: &Path,
+    agentpack_home: &Path,
+    generation: &Path,
+) -> fingerprint::FingerprintInputs {
+    let lock = project_root.join(LOCK_FILE);
+    let cache = agentpack_home.join("cache");
+    let cache_entries = agentpack_lockfile::Lockfile::load(&lock)
+        .map(|l| {
+            l.packages
+                .iter()
+                .map(|p| cache.join(p.cache_key.as_str()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let dot_agents = env::var(EnvVars::AGENTPACK_DOT_AGENTS).as_deref() != Some("0");
+    let exe = std::env::current_exe().unwrap_or_default();
+    let exe_stamp = fs_err::metadata(&exe)
+        .ok()
+        .and_then(|m| m.modified().ok())
+        .map(|t| format!("{t:?}"))
+        .unwrap_or_default();
+    fingerprint::FingerprintInputs {
+        agent,
+        mode: mode_name(ctx),
+        manifest: project_root.join(MANIFEST_FILE),
+        lock,
+        overlay: dot_agents.then(|| project_root.join(".agents")),
+        generation: generation.to_path_buf(),
+        cache_entries,
+        toggles: vec![
+            format!("keep_attribution={}", env::flag(EnvVars::AGENTPACK_KEEP_ATTRIBUTION)),
+            format!("dot_agents={dot_agents}"),
+            format!("require_verified={}", env::flag(EnvVars::AGENTPACK_REQUIRE_VERIFIED)),
+            format!("yolo={}", ctx.yolo),
+            format!("staging_root={:?}", env::var(EnvVars::AGENTPACK_STAGING_ROOT)),
+            format!("exe={} {exe_stamp}", exe.display()),
+        ],
+    }
+}
+
+/// The staged state of the last full sync, when nothing visible changed since.
+fn fast_path(ctx: &Context, agent: Agent) -> Result<Option<Staged>> {
+    if env::flag(EnvVars::AGENTPACK_FULL_VERIFY) {
+        return Ok(None);
+    }
+    let project_root = ctx.project_root()?;
+    let Ok(canonical) = fs_err::canonicalize(&project_root) else {
+        return Ok(None);
+    };
+    let home = Home::from_env()?;
+    let hash = agentpack_lockfile::keys::project_hash(&canonical);
+    let mode_dir = agentpack_lockfile::keys::mode_dir_component(&mode_name(ctx));
+    let state_dir = home.root.join("projects").join(&hash);
+    let Ok(text) = fs_err::read_to_string(record_path(&state_dir, &mode_dir, agent)) else {
+        return Ok(None);
+    };
+    let Ok(record) = serde_json::from_str::<FastPathRecord>(&text) else {
+        return Ok(None);
+    };
+    if record.version != 1 || record.agentpack_home != home.root || record.project_root != canonical {
+        return Ok(None);
+    }
+    // The pointer still selects the generation the fingerprint was taken with.
+    if fs_err::canonicalize(&record.pointer).ok().as_deref() != Some(record.generation.as_path()) {
+        return Ok(None);
+    }
+    let inputs = fingerprint_inputs(ctx, agent, &canonical, &home.root, &record.generation);
+    if fingerprint::compute(&inputs) != record.fingerprint {
+        return Ok(None);
+    }
+    let secrets = record.secrets.into_layer();
+    Ok(Some(Staged {
+        project_root: record.project_root,
+        project_hash: record.project_hash,
+        agentpack_home: record.agentpack_home,
+        staging_root: record.staging_root,
+        mode_dir: record.mode_dir,
+        pointer: record.pointer,
+        generation: record.generation,
+        state_dir: record.state_dir,
+        secrets: BTreeMap::from([(agent, secrets)]),
+    }))
+}
+
+/// Records the fingerprint after a full sync (which verified everything it staged from).
+fn record_fast_path(ctx: &Context, agent: Agent, staged: &Staged) -> Result<()> {
+    let canonical = fs_err::canonicalize(&staged.project_root)?;
+    let inputs = fingerprint_inputs(ctx, agent, &canonical, &staged.agentpack_home, &staged.generation);
+    let secrets = staged
+        .secrets
+        .get(&agent)
+        .map(SecretRecord::from_layer)
+        .unwrap_or_default();
+    let record = FastPathRecord {
+        version: 1,
+        fingerprint: fingerprint::compute(&inputs),
+        project_root: canonical,
+        project_hash: staged.project_hash.clone(),
+        agentpack_home: staged.agentpack_home.clone(),
+        staging_root: staged.staging_root.clone(),
+        mode_dir: staged.mode_dir.clone(),
+        pointer: staged.pointer.clone(),
+        generation: staged.generation.clone(),
+        state_dir: staged.state_dir.clone(),
+        secrets,
+    };
+    let path = record_path(&staged.state_dir, &staged.mode_dir, agent);
+    let mut bytes = serde_json::to_vec_pretty(&record)?;
+    bytes.push(b'\n');
+    write_private(&path, &bytes)
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    use fs_err::os::unix::fs::OpenOptionsExt as _;
+    let dir = path.parent().context("a record path has a parent")?;
+    fs_err::create_dir_all(dir)?;
+    let temp = dir.join(format!(".record-{}", std::process::id()));
+    let mut file = fs_err::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temp)?;
+    file.write_all(bytes)?;
+    drop(file);
+    fs_err::rename(&temp, path)?;
+    Ok(())
+}

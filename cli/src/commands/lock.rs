@@ -1,0 +1,132 @@
+//! `agentpack lock` and `agentpack update`: resolve the manifest into pack.lock.
+//!
+//! Both re-resolve on purpose. `lock` keeps every pin the manifest still accepts (`--update` moves
+//! floating pins); `update [spec...]` moves the named modules, or all of them. Each prints one line per
+//! pin it changes and records a content hash for every package it fetched. Neither stages anything.
+
+use std::collections::BTreeSet;
+use std::process::ExitCode;
+
+use agentpack_builders::resolve::{resolve, ResolveEnv, ResolveOutcome, UpdatePolicy};
+use agentpack_lockfile::{parse_spec, Lockfile, Manifest, PackageSpec};
+use anyhow::{bail, Result};
+use clap::Args;
+
+use crate::commands::sync::{self, SyncOptions};
+use crate::context::Context;
+use crate::output;
+use crate::project::Project;
+use crate::session;
+
+#[derive(Debug, Args)]
+pub struct LockArgs {
+    /// Re-resolve floating pins (branches, floating semver constraints).
+    #[arg(long)]
+    pub update: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UpdateArgs {
+    /// The packages to move (module ids or specs); all when none is given.
+    pub specs: Vec<String>,
+    /// Update pack.lock only; do not sync.
+    #[arg(long)]
+    pub no_sync: bool,
+}
+
+pub fn run_lock(ctx: &Context, args: &LockArgs) -> Result<ExitCode> {
+    let project = Project::discover(ctx)?;
+    let manifest = project.load_manifest()?;
+    let old = project.load_lock_for_relock(&manifest)?;
+    let policy = if args.update {
+        UpdatePolicy::UpdateAll
+    } else {
+        UpdatePolicy::KeepPins
+    };
+    let outcome = relock(ctx, &project, &manifest, old.as_ref(), &policy)?;
+    save(ctx, &project, &outcome.lock)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run_update(ctx: &Context, args: &UpdateArgs) -> Result<ExitCode> {
+    let project = Project::discover(ctx)?;
+    let manifest = project.load_manifest()?;
+    let old = project.load_lock(&manifest)?;
+    let policy = if args.specs.is_empty() {
+        UpdatePolicy::UpdateAll
+    } else {
+        let mut modules = BTreeSet::new();
+        for spec in &args.specs {
+            let module = module_of(spec)?;
+            if !old.packages.iter().any(|p| p.module.as_str() == module) {
+                bail!("{module} is not in pack.lock\n  fix  check the name with `cat pack.lock`, or add it with `agentpack add {spec}`");
+            }
+            modules.insert(module);
+        }
+        UpdatePolicy::UpdateModules(modules)
+    };
+    let snapshot = project.snapshot()?;
+    let outcome = relock(ctx, &project, &manifest, Some(&old), &policy)?;
+    save(ctx, &project, &outcome.lock)?;
+    if !args.no_sync {
+        if let Err(err) = sync::run_sync(ctx, &project, &SyncOptions::default()) {
+            snapshot.restore();
+            return Err(err);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The module id a user's spec names.
+pub fn module_of(spec: &str) -> Result<String> {
+    Ok(match parse_spec(spec)? {
+        PackageSpec::Github(github) => github.module.as_str().to_owned(),
+        PackageSpec::Name { name, .. } => name.as_str().to_owned(),
+        PackageSpec::Path(path) => bail!(
+            "`{path}` is a filesystem path; name the package by its key in agentpack.toml"
+        ),
+    })
+}
+
+/// Resolves and reports; writes nothing.
+pub fn relock(
+    ctx: &Context,
+    project: &Project,
+    manifest: &Manifest,
+    old: Option<&Lockfile>,
+    policy: &UpdatePolicy,
+) -> Result<ResolveOutcome> {
+    let store = session::open_store(&project.home)?;
+    let github = session::github(&store)?;
+    if ctx.says() && !manifest.dependencies.is_empty() {
+        for module in manifest.dependencies.keys() {
+            output::progress(ctx, &format!("resolving {module}"));
+        }
+    }
+    let env = ResolveEnv {
+        project_root: &project.root,
+        agentpack_home: &project.home.root,
+        fetcher: &github.fetcher,
+        store: store.as_ref(),
+    };
+    let outcome = resolve(manifest, old, policy, &env)?;
+    for warning in &outcome.warnings {
+        output::warn(warning);
+    }
+    if ctx.says() {
+        for change in &outcome.changes {
+            output::info(&change.to_string());
+        }
+    }
+    session::flush_store_warnings(&store);
+    Ok(outcome)
+}
+
+fn save(ctx: &Context, project: &Project, lock: &Lockfile) -> Result<()> {
+    let written = lock.save(&project.lock_path)?;
+    if ctx.says() {
+        let what = if written { "Wrote" } else { "Unchanged:" };
+        output::info(&format!("{what} {}", project.lock_path.display()));
+    }
+    Ok(())
+}

@@ -1,0 +1,159 @@
+//! `agentpack gc`, `agentpack store verify [--repair]` and `agentpack store info`: store maintenance.
+//!
+//! Thin: the store crate does the work and returns reports; this module prints them as text or, with
+//! `--json`, in the automation envelope.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use agentpack_store::{gc, info, verify, GcOptions, VerifyOptions};
+use anyhow::{bail, Result};
+use clap::{Args, Subcommand};
+
+use crate::context::{Context, Home};
+use crate::output;
+use crate::session;
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Report what would be removed; remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Generations kept per project and mode, newest first, whatever their age.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub keep_generations: usize,
+    /// Beyond the kept ones, keep generations younger than this (e.g. `7d`, `12h`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub older_than: Option<Duration>,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|err| format!("{err} (examples: 30m, 12h, 7d)"))
+}
+
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    #[command(subcommand)]
+    pub command: StoreCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Re-hash every blob and store path; name what is damaged.
+    Verify(VerifyArgs),
+    /// Location, filesystem, link mode, counts, bytes and the dedup ratio.
+    Info,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Restore damaged files from good copies; report what cannot be restored.
+    #[arg(long)]
+    pub repair: bool,
+}
+
+pub fn run_gc(ctx: &Context, args: &GcArgs) -> Result<ExitCode> {
+    let store = session::open_store(&Home::from_env()?)?;
+    let report = gc(
+        &store,
+        GcOptions {
+            dry_run: args.dry_run,
+            keep_generations: args.keep_generations,
+            older_than: args.older_than,
+        },
+    )?;
+    session::flush_store_warnings(&store);
+    if ctx.json {
+        output::json(&report)?;
+    } else {
+        let verb = if report.dry_run { "would remove" } else { "removed" };
+        output::stdout(&format!(
+            "{verb} {} store path(s) and {} blob(s), {} generation(s) pruned, {} freed; kept {} store path(s)\n",
+            report.store_paths_removed.len(),
+            report.blobs_removed,
+            report.generations_pruned,
+            human_bytes(report.bytes_freed),
+            report.store_paths_kept,
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run_store(ctx: &Context, args: &StoreArgs) -> Result<ExitCode> {
+    let store = session::open_store(&Home::from_env()?)?;
+    match &args.command {
+        StoreCommand::Info => {
+            let info = info(&store)?;
+            if ctx.json {
+                output::json(&info)?;
+            } else {
+                output::stdout(&format!(
+                    "location     {}\nfilesystem   {:?}\nlink mode    {:?} ({:?})\nindex        {}\nstore paths  {}\nblobs        {}\nslots        {}\napparent     {}\non disk      {}\ndedup ratio  {:.2}\n",
+                    info.location.display(),
+                    info.filesystem,
+                    info.link_mode,
+                    info.link_method,
+                    info.index.as_ref().map_or("none".to_owned(), |p| p.display().to_string()),
+                    info.store_paths,
+                    info.blobs,
+                    info.slots,
+                    human_bytes(info.apparent_bytes),
+                    human_bytes(info.disk_bytes),
+                    info.dedup_ratio,
+                ));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        StoreCommand::Verify(verify_args) => {
+            let report = verify(&store, VerifyOptions { repair: verify_args.repair })?;
+            session::flush_store_warnings(&store);
+            let damaged = !report.is_clean() && (!verify_args.repair || !report.unrepairable.is_empty());
+            if ctx.json {
+                if damaged {
+                    // A refusal is never JSON: say it on stderr, exit non-zero.
+                    bail!("the store is damaged: {}", serde_json::to_string(&report)?);
+                }
+                output::json(&report)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            output::stdout(&format!(
+                "checked {} blob(s) and {} store path(s)\n",
+                report.blobs_checked, report.store_paths_checked
+            ));
+            for blob in &report.damaged_blobs {
+                output::stdout(&format!("damaged blob  {blob:?}\n"));
+            }
+            for path in &report.damaged_paths {
+                output::stdout(&format!("damaged path  {path:?}\n"));
+            }
+            for name in &report.missing_metadata {
+                output::stdout(&format!("no metadata   {name}\n"));
+            }
+            for name in &report.repaired {
+                output::stdout(&format!("repaired      {name}\n"));
+            }
+            for name in &report.unrepairable {
+                output::stdout(&format!("removed       {name} (could not be repaired: run `agentpack sync` to fetch or build it again)\n"));
+            }
+            if damaged {
+                bail!("the store is damaged\n  fix  agentpack store verify --repair");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}

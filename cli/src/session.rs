@@ -1,0 +1,62 @@
+//! Opening what a command works with: the store under `$AGENTPACK_HOME/cache` and, when a command may
+//! talk to GitHub, a session configured from the environment.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use agentpack_builders::github::GitHubConfig;
+use agentpack_builders::session::GitHubSession;
+use agentpack_store::{LinkMode, Store, StoreOptions};
+use anyhow::{bail, Context as _, Result};
+
+use crate::context::Home;
+use crate::env::{self, EnvVars};
+use crate::output;
+
+/// Opens (creating if needed) the store of `home`.
+pub fn open_store(home: &Home) -> Result<Arc<Store>> {
+    let link_mode = match env::var(EnvVars::AGENTPACK_LINK_MODE) {
+        None => None,
+        Some(value) => Some(value.parse::<LinkMode>().map_err(|_| {
+            anyhow::anyhow!(
+                "{}={value:?} is not a link mode\n  fix  use auto, reflink, hardlink or copy",
+                EnvVars::AGENTPACK_LINK_MODE
+            )
+        })?),
+    };
+    let local_cache_dir = env::var(EnvVars::XDG_CACHE_HOME)
+        .map(PathBuf::from)
+        .or_else(|| env::var(EnvVars::HOME).map(|home| PathBuf::from(home).join(".cache")))
+        .map(|dir| dir.join("agentpack"));
+    let options = StoreOptions {
+        link_mode,
+        host_id: env::var(EnvVars::AGENTPACK_HOST_ID),
+        local_cache_dir,
+        ..StoreOptions::default()
+    };
+    let cache = home.root.join("cache");
+    let store = Store::open(&cache, options)
+        .with_context(|| format!("cannot open the store under {}", cache.display()))?;
+    Ok(Arc::new(store))
+}
+
+/// Prints and clears the store's accumulated warnings.
+pub fn flush_store_warnings(store: &Store) {
+    for warning in store.take_warnings() {
+        output::warn(&warning);
+    }
+}
+
+/// A GitHub session from `AGENTPACK_GITHUB_API_URL`, `AGENTPACK_GITHUB_URL`, `GITHUB_TOKEN`, `GH_TOKEN`.
+pub fn github(store: &Arc<Store>) -> Result<GitHubSession> {
+    let config = GitHubConfig::from_values(
+        env::var(EnvVars::AGENTPACK_GITHUB_API_URL),
+        env::var(EnvVars::AGENTPACK_GITHUB_URL),
+        env::var(EnvVars::GITHUB_TOKEN),
+        env::var(EnvVars::GH_TOKEN),
+    );
+    match GitHubSession::new(store, config) {
+        Ok(session) => Ok(session),
+        Err(err) => bail!("cannot start a GitHub session: {err}"),
+    }
+}

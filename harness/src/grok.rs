@@ -1,0 +1,116 @@
+//! Grok: the plugin bundle at `grok/agentpack-bundle/` and the fragments Grok's home layer uses.
+//!
+//! ```text
+//! grok/
+//!   agentpack-bundle/
+//!     plugin.json
+//!     commands/ agents/ skills/      Claude-compatible shapes (rules become skills)
+//!     hooks/hooks.json               a package's file, copied unchanged (not translated)
+//!   config.fragment.toml             [mcp_servers], [plugins] enabled, [features] lsp_tools
+//!   lsp.json                         language servers for $GROK_HOME/lsp.json
+//!   AGENTS.md                        attribution guidance for the home
+//! ```
+
+use serde_json::json;
+
+use crate::artifact::ArtifactKind;
+use crate::convert;
+use crate::layout::{self, Unit};
+use crate::plan::{Agent, PlanEntry, RenderPlan};
+use crate::tree::Node;
+use crate::{attribution, mcp, Context};
+
+/// The bundle directory, relative to the generation root.
+pub const BUNDLE: &str = "grok/agentpack-bundle";
+/// The config fragment the home layer merges into `config.toml`.
+pub const CONFIG_FRAGMENT: &str = "grok/config.fragment.toml";
+/// The language servers for `$GROK_HOME/lsp.json`.
+pub const LSP: &str = "grok/lsp.json";
+
+pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
+    let mut plan = RenderPlan::new(Agent::Grok);
+    plan.json(
+        format!("{BUNDLE}/plugin.json"),
+        &json!({
+            "name": "agentpack-bundle",
+            "version": "0.0.0",
+            "description": "Skills, commands and agents staged by agentpack",
+        }),
+    );
+    layout::stage(
+        ctx,
+        &mut plan,
+        BUNDLE,
+        false,
+        &|artifact, label, names, warnings| match artifact.kind {
+            ArtifactKind::Skill => vec![layout::skill_unit(artifact, &artifact.name, true)],
+            ArtifactKind::Command => vec![Unit::file(
+                format!("commands/{}.md", artifact.name),
+                convert::claude_command(artifact),
+            )],
+            ArtifactKind::Agent => vec![Unit::file(
+                format!("agents/{}.md", artifact.name),
+                convert::claude_agent(artifact),
+            )],
+            ArtifactKind::Rule => vec![layout::fallback_skill(artifact, label, names, warnings)],
+        },
+    );
+
+    let mut hooks_from: Option<&str> = None;
+    for package in ctx.packages {
+        if let Ok(Node::File(resolved)) = package.tree.resolve("hooks/hooks.json") {
+            if let Some(previous) = hooks_from {
+                plan.warnings.push(format!(
+                    "grok: hooks/hooks.json from {} replaces the one from {previous}",
+                    package.input.module
+                ));
+            }
+            hooks_from = Some(&package.input.module);
+            plan.entries.insert(
+                format!("{BUNDLE}/hooks/hooks.json"),
+                PlanEntry::FromFile {
+                    source: package.tree.absolute(&resolved),
+                    executable: false,
+                },
+            );
+            plan.info.push(format!(
+                "hook for grok: {} hooks/hooks.json copied unchanged (Grok hooks are not translated)",
+                package.input.module
+            ));
+        }
+    }
+
+    let mut config = toml::Table::new();
+    let mut plugins = toml::Table::new();
+    plugins.insert(
+        "enabled".into(),
+        toml::Value::Array(vec!["agentpack-bundle".into()]),
+    );
+    config.insert("plugins".into(), plugins.into());
+    let paths = ctx.plugin_path_refs();
+    let servers = mcp::render_toml_servers(
+        Agent::Grok,
+        ctx.servers,
+        &paths,
+        &mut plan.warnings,
+        &mut plan.secrets,
+    );
+    if !servers.is_empty() {
+        config.insert("mcp_servers".into(), servers.into());
+    }
+    if !ctx.lsp.is_empty() {
+        let mut features = toml::Table::new();
+        features.insert("lsp_tools".into(), true.into());
+        config.insert("features".into(), features.into());
+        let map: serde_json::Map<String, serde_json::Value> = ctx.lsp.clone().into_iter().collect();
+        plan.json(LSP.to_string(), &serde_json::Value::Object(map));
+    }
+    plan.bytes(
+        CONFIG_FRAGMENT.to_string(),
+        toml::to_string(&config).unwrap_or_default(),
+    );
+    if !ctx.options.keep_attribution {
+        plan.bytes("grok/AGENTS.md".to_string(), attribution::grok_agents_md());
+    }
+    plan
+}

@@ -1,0 +1,147 @@
+//! Codex's home layer: a complete, writable `CODEX_HOME` at a short path.
+//!
+//! Pack content is mirrored from `<generation>/codex-home/` (hard links: Codex ignores a `SKILL.md`
+//! that is a symlink); `config.toml` is the user's merged with the generation's fragment and the
+//! secret layer (0600); the user's skills and themes are linked in; credentials and session history
+//! are links to their shared and native places (see the Codex guide).
+
+use std::path::{Path, PathBuf};
+
+use super::fsops::{self, ensure_symlink, io_error, mirror, write_file};
+use super::{HomeLayerError, HomeLayerRequest, PreparedHome};
+use crate::home;
+
+/// What Codex appends to its home for its control socket.
+pub const CODEX_SOCKET_SUFFIX: &str = "/app-server-control/app-server-control.sock";
+
+/// The longest socket path that binds on Linux (`sun_path` is 108 bytes with its NUL).
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// Where the Codex home of a project, mode and generation lives: under
+/// `<staging_root_override>/ap-c/` when that leaves room for the socket, else `/var/tmp/ap-c/`.
+pub fn codex_home_dir(
+    staging_root_override: Option<&Path>,
+    project_hash: &str,
+    mode_dir: &str,
+    generation_id: &str,
+) -> PathBuf {
+    let tail = format!("ap-c/{project_hash}/{mode_dir}/g-{generation_id}");
+    if let Some(root) = staging_root_override {
+        let candidate = root.join(&tail);
+        if candidate.as_os_str().len() + CODEX_SOCKET_SUFFIX.len() <= MAX_SOCKET_PATH {
+            return candidate;
+        }
+    }
+    Path::new("/var/tmp").join(tail)
+}
+
+/// Makes sure a native history path exists (the one thing agentpack creates in `~/.codex`).
+fn ensure_native(path: &Path, dir: bool) -> Result<(), HomeLayerError> {
+    if std::fs::symlink_metadata(path).is_ok() {
+        return Ok(());
+    }
+    if dir {
+        fsops::plain_dir(path)
+    } else {
+        if let Some(parent) = path.parent() {
+            fsops::plain_dir(parent)?;
+        }
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map(drop)
+            .map_err(|e| io_error("create", path, e))
+    }
+}
+
+pub(super) fn prepare(
+    request: &HomeLayerRequest<'_>,
+    prepared: &mut PreparedHome,
+) -> Result<(), HomeLayerError> {
+    let staged = request.generation.join(crate::codex::ROOT);
+    if !staged.is_dir() {
+        return Err(HomeLayerError::MissingTree {
+            path: request.generation.to_path_buf(),
+            what: format!("{}/", crate::codex::ROOT),
+        });
+    }
+    let home = codex_home_dir(
+        request.staging_root_override,
+        request.project_hash,
+        request.mode_dir,
+        &request.generation_id(),
+    );
+    fsops::private_dir(&home)?;
+    if let Some(project_dir) = home.parent().and_then(Path::parent) {
+        let marker = project_dir.join(".agentpack-project");
+        write_file(
+            &marker,
+            format!("{}\n", request.project_root.display()).as_bytes(),
+            0o600,
+        )?;
+    }
+    let real = request.user.home.join(".codex");
+
+    // Pack content, then the user's skills and themes where the pack has nothing.
+    mirror(&staged, &home, &["config.toml"])?;
+    let user_skills = real.join("skills");
+    for name in fsops::list_names(&user_skills) {
+        if name == ".system" {
+            continue;
+        }
+        let link = home.join("skills").join(&name);
+        if std::fs::symlink_metadata(&link).is_err() {
+            ensure_symlink(&link, &user_skills.join(&name))?;
+        }
+    }
+    let themes = real.join("themes");
+    if themes.is_dir() {
+        ensure_symlink(&home.join("themes"), &themes)?;
+    }
+
+    // config.toml: user's + fragment + secrets, 0600.
+    let user_config = fsops::read_optional(&real.join("config.toml"))?;
+    let fragment = fsops::read_optional(&staged.join("config.toml"))?.unwrap_or_default();
+    let sqlite_home = real.to_string_lossy().into_owned();
+    let config = home::codex_config(
+        user_config.as_deref(),
+        &fragment,
+        request.secrets,
+        request.keep_attribution,
+        Some(&sqlite_home),
+    )?;
+    write_file(&home.join("config.toml"), config.as_bytes(), 0o600)?;
+
+    // Credentials: the real auth.json when it exists, else the shared file.
+    let real_auth = real.join("auth.json");
+    let auth_source = if real_auth.exists() {
+        real_auth
+    } else {
+        let shared = request.agentpack_home.join("shared/codex");
+        fsops::private_dir(&shared)?;
+        shared.join("auth.json")
+    };
+    ensure_symlink(&home.join("auth.json"), &auth_source)?;
+    let oauth = request.state_dir.join("codex-mcp-oauth");
+    fsops::private_dir(&oauth.join("mcp-oauth-locks"))?;
+    ensure_symlink(&home.join(".credentials.json"), &oauth.join(".credentials.json"))?;
+    ensure_symlink(&home.join("mcp-oauth-locks"), &oauth.join("mcp-oauth-locks"))?;
+
+    // Session history in the native places.
+    for (name, dir) in [
+        ("sessions", true),
+        ("archived_sessions", true),
+        ("history.jsonl", false),
+    ] {
+        let native = real.join(name);
+        ensure_native(&native, dir)?;
+        ensure_symlink(&home.join(name), &native)?;
+    }
+
+    prepared
+        .env
+        .insert("CODEX_HOME".into(), home.clone().into_os_string());
+    prepared.root = Some(home);
+    Ok(())
+}

@@ -1,0 +1,204 @@
+//! Home layers: the writable, per-user directories a launched agent runs in, prepared from a
+//! generation (read-only, in the store) and the user's own configuration.
+//!
+//! A layer lives outside the store, per project, mode and generation, so an agent keeps the layer of
+//! the generation it was launched with while later syncs switch the pointer:
+//!
+//! ```text
+//! $AGENTPACK_HOME/projects/<hash>/homes/<mode>/<gen>/opencode/     OPENCODE_CONFIG_DIR
+//! $AGENTPACK_HOME/projects/<hash>/homes/<mode>/<gen>/cursor-home/  Cursor's synthetic HOME
+//! $AGENTPACK_HOME/projects/<hash>/grok-homes/<mode>/<gen>/          GROK_HOME
+//! <short root>/ap-c/<hash>/<mode>/g-<gen>/                          CODEX_HOME (socket length limit)
+//! ```
+//!
+//! Pack content is hard-linked (else copied) or symlinked from the generation; the user's config is
+//! seeded (merged with the pure functions of [`crate::home`], or linked); secret-bearing config is
+//! written only here, 0600. Preparing is idempotent and takes milliseconds.
+//!
+//! This module writes only inside the layer, into the two documented workspace links (tracked by
+//! [`workspace_links`]), and the documented native paths: Codex's `sessions/`, `archived_sessions/`
+//! and `history.jsonl`, Grok's `sessions/`, and the Cursor profile directories under
+//! `$XDG_CONFIG_HOME`. It never writes anything else of the user's real `~/.claude`, `~/.cursor`,
+//! `~/.codex`, `~/.config/opencode`, `~/.grok` or `~/.gemini`. It never prints.
+
+mod codex;
+mod cursor;
+pub(crate) mod fsops;
+mod grok;
+mod opencode;
+pub mod workspace_links;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::plan::{Agent, SecretLayer};
+
+pub use codex::{codex_home_dir, CODEX_SOCKET_SUFFIX, MAX_SOCKET_PATH};
+pub use grok::save_grok_credentials;
+pub use workspace_links::{WorkspaceLink, WorkspaceLinks};
+
+/// Failures preparing a home layer.
+#[derive(Debug, thiserror::Error)]
+pub enum HomeLayerError {
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Merge(#[from] crate::home::HomeError),
+    #[error("{path} is not a directory of agentpack's staging (no {what}); run `agentpack sync`")]
+    MissingTree { path: PathBuf, what: String },
+}
+
+/// The user's real environment, as the launcher read it (libraries do not read the environment).
+#[derive(Debug, Clone, Default)]
+pub struct UserEnv {
+    /// `$HOME`.
+    pub home: PathBuf,
+    /// `$XDG_CONFIG_HOME` when set.
+    pub xdg_config_home: Option<PathBuf>,
+    /// The variables a layer may bridge or must not override (`CARGO_HOME`, `CURSOR_DATA_DIR`...),
+    /// as they are set.
+    pub vars: BTreeMap<String, OsString>,
+}
+
+impl UserEnv {
+    /// `$XDG_CONFIG_HOME`, else `~/.config`.
+    pub fn config_home(&self) -> PathBuf {
+        self.xdg_config_home
+            .clone()
+            .unwrap_or_else(|| self.home.join(".config"))
+    }
+
+    fn is_set(&self, name: &str) -> bool {
+        self.vars.get(name).is_some_and(|v| !v.is_empty())
+    }
+}
+
+/// Everything one layer is prepared from.
+#[derive(Debug, Clone)]
+pub struct HomeLayerRequest<'a> {
+    pub agent: Agent,
+    /// The resolved generation store path, used for the whole launch.
+    pub generation: &'a Path,
+    pub project_root: &'a Path,
+    pub project_hash: &'a str,
+    pub mode_dir: &'a str,
+    pub agentpack_home: &'a Path,
+    /// `AGENTPACK_STAGING_ROOT` when the user set it (Codex homes go under it when it is short).
+    pub staging_root_override: Option<&'a Path>,
+    /// `$AGENTPACK_HOME/projects/<hash>`.
+    pub state_dir: &'a Path,
+    pub user: &'a UserEnv,
+    pub secrets: &'a SecretLayer,
+    pub keep_attribution: bool,
+    pub yolo: bool,
+    /// Cursor's `--workspace` (default: where agentpack was invoked), Antigravity's working directory.
+    pub workspace: &'a Path,
+}
+
+impl HomeLayerRequest<'_> {
+    /// A short id of the generation: the first 8 characters of its store path name.
+    pub fn generation_id(&self) -> String {
+        generation_id(self.generation)
+    }
+
+    fn layer_dir(&self) -> PathBuf {
+        self.state_dir
+            .join("homes")
+            .join(self.mode_dir)
+            .join(self.generation_id())
+    }
+}
+
+/// The first 8 characters of a generation's directory name (its hash prefix).
+pub fn generation_id(generation: &Path) -> String {
+    generation
+        .file_name()
+        .map(|n| n.to_string_lossy().chars().take(8).collect())
+        .unwrap_or_else(|| "current".to_string())
+}
+
+/// What preparing produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PreparedHome {
+    /// The agent's home or config root in the layer (none for Claude Code and Antigravity).
+    pub root: Option<PathBuf>,
+    /// Variables to set in the agent's environment (the layer's paths, bridged variables, secrets).
+    pub env: BTreeMap<String, OsString>,
+    /// Workspace links made for this launch.
+    pub workspace_links: Vec<WorkspaceLink>,
+    pub warnings: Vec<String>,
+}
+
+/// Prepares the layer of `request.agent` and returns what the launcher passes on. The workspace
+/// links of the other agents are removed first (see [`WorkspaceLinks::remove_all_except`]).
+pub fn prepare(request: &HomeLayerRequest<'_>) -> Result<PreparedHome, HomeLayerError> {
+    let mut prepared = PreparedHome::default();
+    let mut links = WorkspaceLinks::load(request.state_dir)?;
+    prepared
+        .warnings
+        .extend(links.remove_all_except(Some(request.agent))?);
+    for (name, value) in &request.secrets.env {
+        prepared.env.insert(name.clone(), value.into());
+    }
+    match request.agent {
+        Agent::Claude => {}
+        Agent::Codex => codex::prepare(request, &mut prepared)?,
+        Agent::OpenCode => opencode::prepare(request, &mut prepared)?,
+        Agent::Grok => grok::prepare(request, &mut prepared)?,
+        Agent::Cursor => {
+            cursor::prepare(request, &mut prepared)?;
+            let target = request.generation.join("cursor/agentpack-bundle/agents");
+            let link = request.workspace.join(".cursor/agents");
+            if target.is_dir() {
+                place_workspace_link(&mut links, request.agent, &link, &target, &mut prepared)?;
+            } else {
+                links.remove_agent_link(request.agent, &link)?;
+            }
+        }
+        Agent::Antigravity => {
+            let target = request.generation.join("agy/agentpack-bundle");
+            let link = request.workspace.join(".agents/plugins/agentpack-bundle");
+            if target.is_dir() {
+                place_workspace_link(&mut links, request.agent, &link, &target, &mut prepared)?;
+            }
+        }
+    }
+    links.save()?;
+    Ok(prepared)
+}
+
+fn place_workspace_link(
+    links: &mut WorkspaceLinks,
+    agent: Agent,
+    link: &Path,
+    target: &Path,
+    prepared: &mut PreparedHome,
+) -> Result<(), HomeLayerError> {
+    match links.place(agent, link, target)? {
+        Some(placed) => prepared.workspace_links.push(placed),
+        None => prepared.warnings.push(format!(
+            "{} exists and is not a link agentpack made; left it alone ({} will not see the pack's {})",
+            link.display(),
+            agent.display_name(),
+            if agent == Agent::Cursor { "agents" } else { "plugin" }
+        )),
+    }
+    Ok(())
+}
+
+/// Copies what an agent changed in its layer back to where it is shared, after the agent exited
+/// (Grok's credentials). Nothing to do for the other agents.
+pub fn after_exit(request: &HomeLayerRequest<'_>, prepared: &PreparedHome) -> Result<(), HomeLayerError> {
+    if request.agent == Agent::Grok {
+        if let Some(root) = &prepared.root {
+            save_grok_credentials(root, request.agentpack_home)?;
+        }
+    }
+    Ok(())
+}

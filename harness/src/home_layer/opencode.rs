@@ -1,0 +1,76 @@
+//! OpenCode's home layer: a writable config root for `OPENCODE_CONFIG_DIR`.
+//!
+//! The generation's `opencode/` is mirrored (hard links), the user's `~/.config/opencode/` agents,
+//! commands, modes, plugins and skills are linked in where the pack has nothing of the same name,
+//! and `opencode.json` is the user's merged with the pack's (0600: it may carry MCP settings).
+
+use std::path::Path;
+
+use super::fsops::{self, ensure_symlink, mirror, write_file};
+use super::{HomeLayerError, HomeLayerRequest, PreparedHome};
+use crate::home;
+
+const SEEDED: [&str; 5] = ["agents", "commands", "modes", "plugins", "skills"];
+
+pub(super) fn prepare(
+    request: &HomeLayerRequest<'_>,
+    prepared: &mut PreparedHome,
+) -> Result<(), HomeLayerError> {
+    let staged = request.generation.join(crate::opencode::ROOT);
+    if !staged.is_dir() {
+        return Err(HomeLayerError::MissingTree {
+            path: request.generation.to_path_buf(),
+            what: format!("{}/", crate::opencode::ROOT),
+        });
+    }
+    let root = request.layer_dir().join("opencode");
+    fsops::private_dir(&root)?;
+    mirror(&staged, &root, &["opencode.json"])?;
+    let real = request.user.config_home().join("opencode");
+    for dir in SEEDED {
+        seed_dir(&real.join(dir), &root.join(dir))?;
+    }
+    if real.join("opencode.jsonc").is_file() && !real.join("opencode.json").is_file() {
+        prepared.warnings.push(format!(
+            "{} is not seeded into the staged OpenCode root (only opencode.json is); move its settings to opencode.json",
+            real.join("opencode.jsonc").display()
+        ));
+    }
+    let user = fsops::read_optional(&real.join("opencode.json"))?;
+    let pack = fsops::read_optional(&staged.join("opencode.json"))?.unwrap_or_else(|| "{}".into());
+    let mut merged: serde_json::Value =
+        serde_json::from_str(&home::opencode_config(user.as_deref(), &pack)?).unwrap_or_default();
+    if request.yolo {
+        if let Some(map) = merged.as_object_mut() {
+            map.insert("permission".into(), serde_json::json!("allow"));
+        }
+    }
+    write_file(
+        &root.join("opencode.json"),
+        &crate::json_bytes(&merged),
+        0o600,
+    )?;
+    prepared
+        .env
+        .insert("OPENCODE_CONFIG_DIR".into(), root.clone().into_os_string());
+    prepared.root = Some(root);
+    Ok(())
+}
+
+/// Links each entry of the user's `source` directory into `dest` unless `dest` has one of that name.
+pub(super) fn seed_dir(source: &Path, dest: &Path) -> Result<(), HomeLayerError> {
+    let names = fsops::list_names(source);
+    if names.is_empty() {
+        return Ok(());
+    }
+    fsops::plain_dir(dest)?;
+    for name in names {
+        let link = dest.join(&name);
+        let ours = std::fs::symlink_metadata(&link)
+            .is_ok_and(|m| m.file_type().is_symlink() && std::fs::read_link(&link).ok().as_deref() == Some(&source.join(&name)));
+        if std::fs::symlink_metadata(&link).is_err() || ours {
+            ensure_symlink(&link, &source.join(&name))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! Language servers: reading Claude Code's `.lsp.json` / `lspServers`, and the per-agent outputs.
+//!
+//! | Agent | Where the servers go |
+//! |---|---|
+//! | Claude Code | `.lsp.json` at the root of the staged bundle |
+//! | Grok | `lsp.json` for the home layer, and `[features] lsp_tools = true` |
+//! | OpenCode | the `lsp` map of `opencode.json` (command list, extensions, env, initialization) |
+//! | Codex, Cursor, Antigravity | not written; a warning names them |
+//!
+//! It never installs or starts a language server.
+
+use indexmap::IndexMap;
+use serde_json::{json, Map, Value};
+
+use crate::plan::Agent;
+use crate::tree::{Node, PackageTree};
+use crate::HarnessError;
+
+/// Reads a package's language servers: `.lsp.json`, then `lspServers` of
+/// `.claude-plugin/plugin.json` (a path or an inline map). Later names win.
+pub fn read_lsp(
+    tree: &PackageTree,
+    label: &str,
+    warnings: &mut Vec<String>,
+) -> Result<IndexMap<String, Value>, HarnessError> {
+    let mut servers = IndexMap::new();
+    let read_path = |path: &str,
+                     servers: &mut IndexMap<String, Value>,
+                     warnings: &mut Vec<String>|
+     -> Result<(), HarnessError> {
+        let clean = path.trim_start_matches("./");
+        match tree.resolve(clean) {
+            Ok(Node::File(resolved)) => {
+                match serde_json::from_str::<Value>(&tree.read_text(&resolved)?) {
+                    Ok(Value::Object(map)) => {
+                        let map = match map.get("lspServers") {
+                            Some(Value::Object(inner)) => inner.clone(),
+                            _ => map,
+                        };
+                        servers.extend(map);
+                    }
+                    Ok(_) | Err(_) => warnings.push(format!(
+                        "{label}: language server file `{clean}` does not parse; skipped"
+                    )),
+                }
+            }
+            Ok(Node::Dir(_)) => {}
+            Err(problem) => {
+                if clean != ".lsp.json" {
+                    warnings.push(format!(
+                        "{label}: skipped language servers: {}",
+                        problem.describe(clean)
+                    ));
+                }
+            }
+        }
+        Ok(())
+    };
+    read_path(".lsp.json", &mut servers, warnings)?;
+    if let Ok(Node::File(resolved)) = tree.resolve(".claude-plugin/plugin.json") {
+        if let Ok(manifest) = serde_json::from_str::<Value>(&tree.read_text(&resolved)?) {
+            match manifest.get("lspServers") {
+                Some(Value::String(path)) => read_path(path, &mut servers, warnings)?,
+                Some(Value::Object(map)) => servers.extend(map.clone()),
+                Some(_) => warnings.push(format!("{label}: `lspServers` in .claude-plugin/plugin.json is neither a path nor an object; skipped")),
+                None => {}
+            }
+        }
+    }
+    Ok(servers)
+}
+
+/// OpenCode's `lsp` map from Claude Code definitions. Fields OpenCode has no place for are left
+/// out with a warning.
+pub fn render_opencode(servers: &IndexMap<String, Value>, warnings: &mut Vec<String>) -> Value {
+    let mut out = Map::new();
+    for (name, definition) in servers {
+        let Some(object) = definition.as_object() else {
+            warnings.push(format!(
+                "language server `{name}` is not an object; not staged for OpenCode"
+            ));
+            continue;
+        };
+        let Some(command) = object.get("command").and_then(Value::as_str) else {
+            warnings.push(format!(
+                "language server `{name}` has no command; not staged for OpenCode"
+            ));
+            continue;
+        };
+        let mut entry = Map::new();
+        let mut list = vec![json!(command)];
+        if let Some(Value::Array(args)) = object.get("args") {
+            list.extend(args.iter().cloned());
+        }
+        entry.insert("command".into(), Value::Array(list));
+        if let Some(Value::Object(map)) = object.get("extensionToLanguage") {
+            let extensions: Vec<Value> = map.keys().map(|k| json!(k)).collect();
+            entry.insert("extensions".into(), Value::Array(extensions));
+        }
+        if let Some(env) = object.get("env") {
+            entry.insert("env".into(), env.clone());
+        }
+        if let Some(init) = object.get("initializationOptions") {
+            entry.insert("initialization".into(), init.clone());
+        }
+        for key in object.keys() {
+            if !matches!(
+                key.as_str(),
+                "command" | "args" | "extensionToLanguage" | "env" | "initializationOptions"
+            ) {
+                warnings.push(format!(
+                    "language server `{name}`: field `{key}` has no OpenCode equivalent; left out"
+                ));
+            }
+        }
+        out.insert(name.clone(), Value::Object(entry));
+    }
+    Value::Object(out)
+}
+
+/// The warning for agents that get no language servers.
+pub fn not_staged_warning(agent: Agent, servers: &IndexMap<String, Value>) -> Option<String> {
+    if servers.is_empty() {
+        return None;
+    }
+    let names: Vec<&str> = servers.keys().map(String::as_str).collect();
+    let reason = match agent {
+        Agent::Codex => "Codex has no language server setting",
+        Agent::Cursor | Agent::Antigravity => "it runs only its built-in language servers",
+        _ => return None,
+    };
+    Some(format!(
+        "language servers {} are not staged for {}: {reason}",
+        names.join(", "),
+        agent.display_name()
+    ))
+}

@@ -1,0 +1,918 @@
+//! MCP servers: reading plugin definitions, the three-source merge, and each agent's native format.
+//!
+//! Owns where a plugin's servers are read from (in order, a later definition of a name wins):
+//! `.mcp.json`, `mcp.json`, then the `mcpServers` field of `.claude-plugin/plugin.json`,
+//! `.cursor-plugin/plugin.json` and `.codex-plugin/plugin.json` (a path, an inline map, or an array of
+//! them); both the `{"mcpServers": {...}}` and the bare map shape. The merge order is plugins (by
+//! cache_key), the manifest's `[mcp.servers]`, then `./.agents/mcp.json`; later wins.
+//!
+//! It must never put a secret into a staged file: `env` values, header values and the OAuth client
+//! secret are either references to an environment variable (`${VAR}`, kept in the agent's own
+//! syntax) or literal values, which are moved to the plan's [`SecretLayer`] and referenced by name.
+
+use indexmap::IndexMap;
+use serde_json::{json, Map, Value};
+
+use crate::plan::{Agent, SecretLayer};
+
+/// An MCP server definition as carried between sources and agents.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpServer {
+    pub kind: Option<String>,
+    pub command: Option<String>,
+    pub args: Vec<String>,
+    pub env: IndexMap<String, String>,
+    pub url: Option<String>,
+    pub disabled: Option<bool>,
+    pub headers: IndexMap<String, String>,
+    pub cwd: Option<String>,
+    pub oauth: Option<McpOAuth>,
+}
+
+/// OAuth client settings of a remote server.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpOAuth {
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    pub callback_port: Option<u16>,
+    pub scopes: Vec<String>,
+    pub metadata_url: Option<String>,
+}
+
+/// What runs instead of the written command, decided by the lock (a pinned npm version, or
+/// `agentpack mcp-exec` for a locked tree). Supplied by the generation builder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpLaunch {
+    pub command: String,
+    pub args: Vec<String>,
+}
+
+/// Where a merged server came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpSource {
+    Plugin { module: String, file: String },
+    Manifest,
+    DotAgents,
+}
+
+impl McpSource {
+    pub fn describe(&self) -> String {
+        match self {
+            McpSource::Plugin { module, file } => format!("{module} ({file})"),
+            McpSource::Manifest => "agentpack.toml".into(),
+            McpSource::DotAgents => ".agents/mcp.json".into(),
+        }
+    }
+}
+
+/// One server after the merge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergedServer {
+    pub name: String,
+    pub server: McpServer,
+    pub source: McpSource,
+}
+
+/// The plugin definition files, in the order they are read.
+pub const PLUGIN_MCP_FILES: [&str; 2] = [".mcp.json", "mcp.json"];
+/// The plugin manifests whose `mcpServers` field is read after [`PLUGIN_MCP_FILES`].
+pub const PLUGIN_MANIFESTS: [&str; 3] = [
+    ".claude-plugin/plugin.json",
+    ".cursor-plugin/plugin.json",
+    ".codex-plugin/plugin.json",
+];
+
+const KNOWN_FIELDS: [&str; 13] = [
+    "type",
+    "command",
+    "args",
+    "env",
+    "url",
+    "disabled",
+    "headers",
+    "cwd",
+    "oauth",
+    "auth",
+    "scopes",
+    "serverUrl",
+    "httpUrl",
+];
+
+/// Reads a definition document: `{"mcpServers": {...}}` or a bare name -> server map. `label`
+/// names the file in warnings.
+pub fn parse_servers(
+    value: &Value,
+    label: &str,
+    warnings: &mut Vec<String>,
+) -> IndexMap<String, McpServer> {
+    let map = match value.get("mcpServers") {
+        Some(Value::Object(map)) => map,
+        Some(_) => {
+            warnings.push(format!(
+                "{label}: `mcpServers` is not an object; its servers are skipped"
+            ));
+            return IndexMap::new();
+        }
+        None => match value {
+            Value::Object(map) => map,
+            _ => {
+                warnings.push(format!(
+                    "{label}: not a JSON object; its servers are skipped"
+                ));
+                return IndexMap::new();
+            }
+        },
+    };
+    let mut servers = IndexMap::new();
+    for (name, definition) in map {
+        if let Some(server) = parse_server(name, definition, label, warnings) {
+            servers.insert(name.clone(), server);
+        }
+    }
+    servers
+}
+
+fn string_list(value: Option<&Value>) -> Vec<String> {
+    match value {
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect(),
+        Some(Value::String(s)) => s
+            .split([' ', ','])
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn string_map(value: Option<&Value>) -> IndexMap<String, String> {
+    let mut map = IndexMap::new();
+    if let Some(Value::Object(object)) = value {
+        for (key, value) in object {
+            let text = match value {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            map.insert(key.clone(), normalize_references(&text));
+        }
+    }
+    map
+}
+
+/// Reads one server object. `None` (with a warning) when it has neither command nor url.
+pub fn parse_server(
+    name: &str,
+    value: &Value,
+    label: &str,
+    warnings: &mut Vec<String>,
+) -> Option<McpServer> {
+    let Value::Object(object) = value else {
+        warnings.push(format!(
+            "{label}: MCP server `{name}` is not an object; skipped"
+        ));
+        return None;
+    };
+    let text = |key: &str| object.get(key).and_then(Value::as_str).map(str::to_string);
+    let url = text("url")
+        .or_else(|| text("serverUrl"))
+        .or_else(|| text("httpUrl"));
+    let command = text("command");
+    if command.is_none() && url.is_none() {
+        warnings.push(format!(
+            "{label}: MCP server `{name}` has neither command nor url; skipped"
+        ));
+        return None;
+    }
+    for key in object.keys() {
+        if !KNOWN_FIELDS.contains(&key.as_str()) {
+            warnings.push(format!(
+                "{label}: field `{key}` of MCP server `{name}` is not staged"
+            ));
+        }
+    }
+    let oauth_object = object.get("oauth").or_else(|| object.get("auth"));
+    let oauth = oauth_object.and_then(Value::as_object).map(|o| {
+        let pick = |keys: &[&str]| {
+            keys.iter()
+                .find_map(|k| o.get(*k).and_then(Value::as_str).map(str::to_string))
+        };
+        let mut scopes = string_list(o.get("scopes").or_else(|| o.get("scope")));
+        if scopes.is_empty() {
+            scopes = string_list(object.get("scopes"));
+        }
+        McpOAuth {
+            client_id: pick(&["clientId", "client_id", "CLIENT_ID"]),
+            client_secret: pick(&["clientSecret", "client_secret", "CLIENT_SECRET"]),
+            callback_port: ["callbackPort", "callback_port"]
+                .iter()
+                .find_map(|k| o.get(*k).and_then(Value::as_u64))
+                .and_then(|p| u16::try_from(p).ok()),
+            scopes,
+            metadata_url: pick(&["authServerMetadataUrl", "metadata_url", "metadataUrl"]),
+        }
+    });
+    Some(McpServer {
+        kind: text("type"),
+        args: string_list(object.get("args"))
+            .iter()
+            .map(|a| normalize_references(a))
+            .collect(),
+        command: command.map(|c| normalize_references(&c)),
+        env: string_map(object.get("env")),
+        url: url.map(|u| normalize_references(&u)),
+        disabled: object.get("disabled").and_then(Value::as_bool),
+        headers: string_map(object.get("headers")),
+        cwd: text("cwd"),
+        oauth,
+    })
+}
+
+/// Rewrites Cursor's `${env:VAR}` into the common `${VAR}` form.
+fn normalize_references(text: &str) -> String {
+    text.replace("${env:", "${")
+}
+
+/// Substitutes the plugin-root and plugin-data variables. Returns the text and whether it changed.
+pub fn substitute_plugin_vars(text: &str, plugin_root: &str, plugin_data: &str) -> (String, bool) {
+    let mut out = text.to_string();
+    for var in [
+        "${CLAUDE_PLUGIN_ROOT}",
+        "${CURSOR_PLUGIN_ROOT}",
+        "${PLUGIN_ROOT}",
+    ] {
+        out = out.replace(var, plugin_root);
+    }
+    for var in ["${CLAUDE_PLUGIN_DATA}", "${PLUGIN_DATA}"] {
+        out = out.replace(var, plugin_data);
+    }
+    let changed = out != text;
+    (out, changed)
+}
+
+/// Whether a server names its plugin's directory (and so needs a staged copy of the package).
+pub fn uses_plugin_root(server: &McpServer) -> bool {
+    let names = |s: &str| {
+        [
+            "${CLAUDE_PLUGIN_ROOT}",
+            "${CURSOR_PLUGIN_ROOT}",
+            "${PLUGIN_ROOT}",
+        ]
+        .iter()
+        .any(|v| s.contains(v))
+    };
+    server.command.as_deref().is_some_and(names)
+        || server.args.iter().any(|a| names(a))
+        || server.env.values().any(|v| names(v))
+        || server
+            .cwd
+            .as_deref()
+            .is_some_and(|c| names(c) || !c.starts_with('/'))
+}
+
+/// Rewrites a plugin server to run from its staged copy and data directory.
+pub fn localize_plugin_server(server: &mut McpServer, plugin_root: &str, plugin_data: &str) {
+    let sub = |s: &str| substitute_plugin_vars(s, plugin_root, plugin_data).0;
+    server.command = server.command.as_deref().map(sub);
+    server.args = server.args.iter().map(|a| sub(a)).collect();
+    for value in server.env.values_mut() {
+        *value = sub(value);
+    }
+    server.cwd = server.cwd.as_deref().map(|cwd| {
+        let cwd = sub(cwd);
+        if cwd.starts_with('/') {
+            cwd
+        } else {
+            let relative = cwd.trim_start_matches("./");
+            if relative.is_empty() || relative == "." {
+                plugin_root.to_string()
+            } else {
+                format!("{plugin_root}/{relative}")
+            }
+        }
+    });
+}
+
+/// How one secret-bearing value is staged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Staged {
+    /// Not secret (a path we wrote, or a value with nothing but references in it).
+    Plain(String),
+    /// Exactly `${VAR}`.
+    Reference(String),
+    /// Text with `${VAR}` references in it (`Bearer ${TOKEN}`).
+    Template(String),
+    /// A literal value: a secret.
+    Secret(String),
+}
+
+fn classify(value: &str, plugin_paths: &[&str]) -> Staged {
+    if let Some(name) = value.strip_prefix("${").and_then(|v| v.strip_suffix('}')) {
+        if is_var_name(name) {
+            return Staged::Reference(name.to_string());
+        }
+    }
+    if value.contains("${") {
+        return Staged::Template(value.to_string());
+    }
+    if !plugin_paths.is_empty()
+        && plugin_paths
+            .iter()
+            .any(|p| !p.is_empty() && value.starts_with(p))
+    {
+        return Staged::Plain(value.to_string());
+    }
+    if value.is_empty() {
+        return Staged::Plain(String::new());
+    }
+    Staged::Secret(value.to_string())
+}
+
+fn is_var_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The variable a secret is exported as: `AGENTPACK_MCP_<SERVER>_<WHAT>`.
+pub fn secret_var(server: &str, what: &str) -> String {
+    let clean = |s: &str| {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_uppercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect::<String>()
+    };
+    format!("AGENTPACK_MCP_{}_{}", clean(server), clean(what))
+}
+
+/// Rewrites `${VAR}` references into an agent's interpolation syntax.
+fn reference_syntax(agent: Agent, text: &str) -> String {
+    match agent {
+        Agent::Cursor => text.replace("${", "${env:"),
+        Agent::OpenCode => {
+            let mut out = String::new();
+            let mut rest = text;
+            while let Some(start) = rest.find("${") {
+                out.push_str(&rest[..start]);
+                let after = &rest[start + 2..];
+                match after.find('}') {
+                    Some(end) if is_var_name(&after[..end]) => {
+                        out.push_str("{env:");
+                        out.push_str(&after[..end]);
+                        out.push('}');
+                        rest = &after[end + 1..];
+                    }
+                    _ => {
+                        out.push_str("${");
+                        rest = after;
+                    }
+                }
+            }
+            out.push_str(rest);
+            out
+        }
+        _ => text.to_string(),
+    }
+}
+
+struct Ctx<'a> {
+    agent: Agent,
+    name: &'a str,
+    warnings: &'a mut Vec<String>,
+    secrets: &'a mut SecretLayer,
+    plugin_paths: Vec<&'a str>,
+}
+
+impl Ctx<'_> {
+    fn skip(&mut self, setting: &str) {
+        self.warnings.push(format!(
+            "MCP server `{}`: {} has no setting for {setting}; staged without it",
+            self.name,
+            self.agent.display_name()
+        ));
+    }
+
+    /// A value in an agent that interpolates environment variables.
+    fn interpolated(&mut self, value: &str, what: &str) -> String {
+        match classify(value, &self.plugin_paths) {
+            Staged::Plain(v) => v,
+            Staged::Reference(_) | Staged::Template(_) => reference_syntax(self.agent, value),
+            Staged::Secret(secret) => {
+                let var = secret_var(self.name, what);
+                self.secrets.env.insert(var.clone(), secret);
+                reference_syntax(self.agent, &format!("${{{var}}}"))
+            }
+        }
+    }
+}
+
+fn string_object(map: IndexMap<String, String>) -> Value {
+    Value::Object(
+        map.into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect(),
+    )
+}
+
+/// The JSON `mcpServers` map for Claude Code, Cursor or Antigravity.
+pub fn render_json_servers(
+    agent: Agent,
+    servers: &[MergedServer],
+    plugin_paths: &[&str],
+    warnings: &mut Vec<String>,
+    secrets: &mut SecretLayer,
+) -> Value {
+    let mut out = Map::new();
+    for merged in servers {
+        let server = &merged.server;
+        let mut ctx = Ctx {
+            agent,
+            name: &merged.name,
+            warnings,
+            secrets,
+            plugin_paths: plugin_paths.to_vec(),
+        };
+        let mut object = Map::new();
+        if server.disabled == Some(true) && agent != Agent::Antigravity {
+            ctx.warnings.push(format!(
+                "MCP server `{}` is disabled; not staged for {}",
+                merged.name,
+                agent.display_name()
+            ));
+            continue;
+        }
+        let remote = server.command.is_none();
+        if let Some(kind) = &server.kind {
+            if agent != Agent::Antigravity {
+                object.insert("type".into(), json!(kind));
+            }
+        } else if remote && agent == Agent::Claude {
+            object.insert("type".into(), json!("http"));
+        }
+        if let Some(command) = &server.command {
+            object.insert("command".into(), json!(ctx.interpolated_plain(command)));
+            if !server.args.is_empty() {
+                let args: Vec<String> = server
+                    .args
+                    .iter()
+                    .map(|a| ctx.interpolated_plain(a))
+                    .collect();
+                object.insert("args".into(), json!(args));
+            }
+            if !server.env.is_empty() {
+                let env: IndexMap<String, String> = server
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), ctx.interpolated(v, k)))
+                    .collect();
+                object.insert("env".into(), string_object(env));
+            }
+        }
+        if let Some(url) = &server.url {
+            let key = if agent == Agent::Antigravity {
+                "serverUrl"
+            } else {
+                "url"
+            };
+            object.insert(key.into(), json!(ctx.interpolated_plain(url)));
+        }
+        if !server.headers.is_empty() {
+            let headers: IndexMap<String, String> = server
+                .headers
+                .iter()
+                .map(|(k, v)| (k.clone(), ctx.interpolated(v, &format!("HEADER_{k}"))))
+                .collect();
+            object.insert("headers".into(), string_object(headers));
+        }
+        if let Some(cwd) = &server.cwd {
+            if agent == Agent::Antigravity {
+                object.insert("cwd".into(), json!(cwd));
+            } else {
+                ctx.skip("cwd");
+            }
+        }
+        if let Some(oauth) = &server.oauth {
+            match agent {
+                Agent::Claude => {
+                    let mut o = Map::new();
+                    if let Some(id) = &oauth.client_id {
+                        o.insert("clientId".into(), json!(id));
+                    }
+                    if let Some(port) = oauth.callback_port {
+                        o.insert("callbackPort".into(), json!(port));
+                    }
+                    if let Some(url) = &oauth.metadata_url {
+                        o.insert("authServerMetadataUrl".into(), json!(url));
+                    }
+                    if oauth.client_secret.is_some() {
+                        ctx.skip("an OAuth client secret in its configuration");
+                    }
+                    if !oauth.scopes.is_empty() {
+                        ctx.skip("OAuth scopes");
+                    }
+                    if !o.is_empty() {
+                        object.insert("oauth".into(), Value::Object(o));
+                    }
+                }
+                Agent::Cursor => {
+                    let mut o = Map::new();
+                    if let Some(id) = &oauth.client_id {
+                        o.insert("CLIENT_ID".into(), json!(id));
+                    }
+                    if !oauth.scopes.is_empty() {
+                        o.insert("scopes".into(), json!(oauth.scopes));
+                    }
+                    if oauth.client_secret.is_some() {
+                        ctx.skip("an OAuth client secret read from the environment");
+                    }
+                    if oauth.callback_port.is_some() {
+                        ctx.skip("an OAuth callback port");
+                    }
+                    if oauth.metadata_url.is_some() {
+                        ctx.skip("an OAuth metadata URL");
+                    }
+                    if !o.is_empty() {
+                        object.insert("auth".into(), Value::Object(o));
+                    }
+                }
+                _ => ctx.skip("OAuth client settings"),
+            }
+        }
+        if server.disabled == Some(true) {
+            object.insert("disabled".into(), json!(true));
+        }
+        out.insert(merged.name.clone(), Value::Object(object));
+    }
+    Value::Object(out)
+}
+
+impl Ctx<'_> {
+    /// A command, argument or URL: not secret, references converted to the agent's syntax.
+    fn interpolated_plain(&mut self, value: &str) -> String {
+        reference_syntax(self.agent, value)
+    }
+}
+
+/// The `mcp` map of OpenCode's `opencode.json`.
+pub fn render_opencode(
+    servers: &[MergedServer],
+    plugin_paths: &[&str],
+    warnings: &mut Vec<String>,
+    secrets: &mut SecretLayer,
+) -> Value {
+    let mut out = Map::new();
+    for merged in servers {
+        let server = &merged.server;
+        let mut ctx = Ctx {
+            agent: Agent::OpenCode,
+            name: &merged.name,
+            warnings,
+            secrets,
+            plugin_paths: plugin_paths.to_vec(),
+        };
+        let mut object = Map::new();
+        if let Some(command) = &server.command {
+            object.insert("type".into(), json!("local"));
+            let mut list = vec![ctx.interpolated_plain(command)];
+            list.extend(server.args.iter().map(|a| ctx.interpolated_plain(a)));
+            object.insert("command".into(), json!(list));
+            if !server.env.is_empty() {
+                let env: IndexMap<String, String> = server
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), ctx.interpolated(v, k)))
+                    .collect();
+                object.insert("environment".into(), string_object(env));
+            }
+        } else if let Some(url) = &server.url {
+            object.insert("type".into(), json!("remote"));
+            object.insert("url".into(), json!(ctx.interpolated_plain(url)));
+        }
+        if !server.headers.is_empty() {
+            if server.command.is_some() {
+                ctx.skip("headers on a local server");
+            } else {
+                let headers: IndexMap<String, String> = server
+                    .headers
+                    .iter()
+                    .map(|(k, v)| (k.clone(), ctx.interpolated(v, &format!("HEADER_{k}"))))
+                    .collect();
+                object.insert("headers".into(), string_object(headers));
+            }
+        }
+        if server.cwd.is_some() {
+            ctx.skip("cwd");
+        }
+        if let Some(oauth) = &server.oauth {
+            let mut o = Map::new();
+            if let Some(id) = &oauth.client_id {
+                o.insert("clientId".into(), json!(id));
+            }
+            if let Some(secret) = &oauth.client_secret {
+                let value = ctx.interpolated(secret, "OAUTH_CLIENT_SECRET");
+                o.insert("clientSecret".into(), json!(value));
+            }
+            if !oauth.scopes.is_empty() {
+                o.insert("scope".into(), json!(oauth.scopes.join(" ")));
+            }
+            if oauth.callback_port.is_some() {
+                ctx.skip("an OAuth callback port");
+            }
+            if oauth.metadata_url.is_some() {
+                ctx.skip("an OAuth metadata URL");
+            }
+            object.insert("oauth".into(), Value::Object(o));
+        }
+        if server.disabled == Some(true) {
+            object.insert("enabled".into(), json!(false));
+        }
+        out.insert(merged.name.clone(), Value::Object(object));
+    }
+    Value::Object(out)
+}
+
+/// The `[mcp_servers]` table for Codex (and Grok, which reads the same shape). Literal secrets go
+/// to `secrets.config_toml` under the same keys; references become `env_vars`,
+/// `env_http_headers` and `bearer_token_env_var`.
+pub fn render_toml_servers(
+    agent: Agent,
+    servers: &[MergedServer],
+    plugin_paths: &[&str],
+    warnings: &mut Vec<String>,
+    secrets: &mut SecretLayer,
+) -> toml::Table {
+    let mut out = toml::Table::new();
+    let mut secret_servers = toml::Table::new();
+    for merged in servers {
+        let server = &merged.server;
+        let name = merged.name.as_str();
+        let mut table = toml::Table::new();
+        let mut secret = toml::Table::new();
+        let mut warn = |message: String| warnings.push(format!("MCP server `{name}`: {message}"));
+        let no_interpolation = |value: &str, warn: &mut dyn FnMut(String)| {
+            if value.contains("${") {
+                warn(format!(
+                    "{} does not expand variables in `{value}`; staged as written",
+                    agent.display_name()
+                ));
+            }
+        };
+        if let Some(command) = &server.command {
+            no_interpolation(command, &mut warn);
+            table.insert("command".into(), command.clone().into());
+            if !server.args.is_empty() {
+                for arg in &server.args {
+                    no_interpolation(arg, &mut warn);
+                }
+                table.insert(
+                    "args".into(),
+                    toml::Value::Array(server.args.iter().map(|a| a.clone().into()).collect()),
+                );
+            }
+            let mut env = toml::Table::new();
+            let mut env_secret = toml::Table::new();
+            let mut env_vars = Vec::new();
+            for (key, value) in &server.env {
+                match classify(value, plugin_paths) {
+                    Staged::Plain(v) => {
+                        env.insert(key.clone(), v.into());
+                    }
+                    Staged::Reference(var) if var == *key => env_vars.push(toml::Value::from(var)),
+                    Staged::Reference(_) | Staged::Template(_) => warn(format!(
+                        "env `{key}` reads another variable, which {} cannot rename; left out",
+                        agent.display_name()
+                    )),
+                    Staged::Secret(v) => {
+                        env_secret.insert(key.clone(), v.into());
+                    }
+                }
+            }
+            if !env.is_empty() {
+                table.insert("env".into(), env.into());
+            }
+            if !env_vars.is_empty() {
+                table.insert("env_vars".into(), env_vars.into());
+            }
+            if !env_secret.is_empty() {
+                secret.insert("env".into(), env_secret.into());
+            }
+        }
+        if let Some(url) = &server.url {
+            no_interpolation(url, &mut warn);
+            table.insert("url".into(), url.clone().into());
+        }
+        let mut headers = toml::Table::new();
+        let mut env_headers = toml::Table::new();
+        let mut secret_headers = toml::Table::new();
+        for (key, value) in &server.headers {
+            match classify(value, plugin_paths) {
+                Staged::Plain(v) => {
+                    headers.insert(key.clone(), v.into());
+                }
+                Staged::Reference(var) => {
+                    env_headers.insert(key.clone(), var.into());
+                }
+                Staged::Template(text) => {
+                    let bearer = text
+                        .strip_prefix("Bearer ${")
+                        .and_then(|v| v.strip_suffix('}'))
+                        .filter(|v| is_var_name(v) && key.eq_ignore_ascii_case("authorization"));
+                    match bearer {
+                        Some(var) => {
+                            table.insert("bearer_token_env_var".into(), var.to_string().into());
+                        }
+                        None => warn(format!(
+                            "header `{key}` needs variable expansion, which {} does not do; left out",
+                            agent.display_name()
+                        )),
+                    }
+                }
+                Staged::Secret(v) => {
+                    secret_headers.insert(key.clone(), v.into());
+                }
+            }
+        }
+        if !headers.is_empty() {
+            table.insert("http_headers".into(), headers.into());
+        }
+        if !env_headers.is_empty() {
+            table.insert("env_http_headers".into(), env_headers.into());
+        }
+        if !secret_headers.is_empty() {
+            secret.insert("http_headers".into(), secret_headers.into());
+        }
+        if let Some(cwd) = &server.cwd {
+            if agent == Agent::Codex {
+                table.insert("cwd".into(), cwd.clone().into());
+            } else {
+                warn(format!(
+                    "{} has no setting for cwd; staged without it",
+                    agent.display_name()
+                ));
+            }
+        }
+        if let Some(oauth) = &server.oauth {
+            if !oauth.scopes.is_empty() && agent == Agent::Codex {
+                table.insert(
+                    "scopes".into(),
+                    toml::Value::Array(oauth.scopes.iter().map(|s| s.clone().into()).collect()),
+                );
+            }
+            if oauth.client_id.is_some()
+                || oauth.client_secret.is_some()
+                || oauth.callback_port.is_some()
+                || oauth.metadata_url.is_some()
+            {
+                warn(format!(
+                    "{} has no setting for OAuth client settings; staged without them",
+                    agent.display_name()
+                ));
+            }
+        }
+        if server.disabled == Some(true) {
+            table.insert("enabled".into(), false.into());
+        }
+        out.insert(name.to_string(), table.into());
+        if !secret.is_empty() {
+            secret_servers.insert(name.to_string(), secret.into());
+        }
+    }
+    if !secret_servers.is_empty() {
+        let layer = secrets.config_toml.get_or_insert_with(toml::Table::new);
+        layer.insert("mcp_servers".into(), secret_servers.into());
+    }
+    out
+}
+
+/// The three-source merge. `plugins` are in cache_key order; each plugin's servers already in
+/// file order. A server whose name appears again replaces the earlier one, with an info line.
+pub fn merge(
+    plugins: Vec<MergedServer>,
+    manifest: &IndexMap<String, McpServer>,
+    overlay: Vec<MergedServer>,
+    info: &mut Vec<String>,
+) -> Vec<MergedServer> {
+    let mut merged: IndexMap<String, MergedServer> = IndexMap::new();
+    let manifest = manifest.iter().map(|(name, server)| MergedServer {
+        name: name.clone(),
+        server: server.clone(),
+        source: McpSource::Manifest,
+    });
+    for server in plugins.into_iter().chain(manifest).chain(overlay) {
+        if let Some(previous) = merged.get(&server.name) {
+            info.push(format!(
+                "MCP server `{}` from {} replaces the one from {}",
+                server.name,
+                server.source.describe(),
+                previous.source.describe()
+            ));
+        }
+        merged.insert(server.name.clone(), server);
+    }
+    let mut list: Vec<MergedServer> = merged.into_values().collect();
+    list.sort_by(|a, b| a.name.cmp(&b.name));
+    list
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_both_shapes_and_skips_unreadable_servers() {
+        let mut warnings = Vec::new();
+        let wrapped = json!({"mcpServers": {"a": {"command": "x", "env": {"K": "${env:TOKEN}"}}, "b": {"note": 1}}});
+        let servers = parse_servers(&wrapped, "p/.mcp.json", &mut warnings);
+        assert_eq!(servers.len(), 1);
+        assert_eq!(servers["a"].env["K"], "${TOKEN}");
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("`b` has neither command nor url")),
+            "{warnings:?}"
+        );
+        let bare = json!({"c": {"url": "https://x", "headersHelper": "sh", "auth": {"CLIENT_ID": "id", "scopes": ["a"]}}});
+        let servers = parse_servers(&bare, "p/mcp.json", &mut warnings);
+        assert_eq!(
+            servers["c"].oauth.as_ref().unwrap().client_id.as_deref(),
+            Some("id")
+        );
+        assert!(warnings.iter().any(|w| w.contains("`headersHelper`")));
+    }
+
+    #[test]
+    fn later_sources_win() {
+        let plugin = |name: &str, cmd: &str| MergedServer {
+            name: name.into(),
+            server: McpServer {
+                command: Some(cmd.into()),
+                ..Default::default()
+            },
+            source: McpSource::Plugin {
+                module: "m".into(),
+                file: ".mcp.json".into(),
+            },
+        };
+        let mut manifest = IndexMap::new();
+        manifest.insert(
+            "a".to_string(),
+            McpServer {
+                command: Some("manifest".into()),
+                ..Default::default()
+            },
+        );
+        let overlay = vec![MergedServer {
+            source: McpSource::DotAgents,
+            ..plugin("b", "overlay")
+        }];
+        let mut info = Vec::new();
+        let merged = merge(
+            vec![plugin("a", "p"), plugin("b", "p")],
+            &manifest,
+            overlay,
+            &mut info,
+        );
+        assert_eq!(merged[0].server.command.as_deref(), Some("manifest"));
+        assert_eq!(merged[1].server.command.as_deref(), Some("overlay"));
+        assert_eq!(info.len(), 2);
+    }
+
+    #[test]
+    fn reference_syntax_per_agent() {
+        assert_eq!(
+            reference_syntax(Agent::Cursor, "Bearer ${T}"),
+            "Bearer ${env:T}"
+        );
+        assert_eq!(
+            reference_syntax(Agent::OpenCode, "Bearer ${T} ${x-y}"),
+            "Bearer {env:T} ${x-y}"
+        );
+        assert_eq!(reference_syntax(Agent::Claude, "${T}"), "${T}");
+    }
+
+    #[test]
+    fn relative_cwd_runs_in_the_plugin_copy() {
+        let mut server = McpServer {
+            command: Some("node".into()),
+            args: vec!["${CLAUDE_PLUGIN_ROOT}/start.mjs".into()],
+            env: [("DATA".to_string(), "${PLUGIN_DATA}/db".to_string())]
+                .into_iter()
+                .collect(),
+            cwd: Some("./server".into()),
+            ..Default::default()
+        };
+        assert!(uses_plugin_root(&server));
+        localize_plugin_server(&mut server, "/gen/plugin-roots/abc", "/data/m");
+        assert_eq!(server.args, vec!["/gen/plugin-roots/abc/start.mjs"]);
+        assert_eq!(server.env["DATA"], "/data/m/db");
+        assert_eq!(server.cwd.as_deref(), Some("/gen/plugin-roots/abc/server"));
+    }
+}

@@ -1,0 +1,88 @@
+//! OpenCode: the config root at `opencode/` (`OPENCODE_CONFIG_DIR` points at a writable home
+//! layer that links into it).
+//!
+//! ```text
+//! opencode/
+//!   opencode.json                    mcp, lsp, instructions, permission (--yolo)
+//!   agentpack-no-attribution.md
+//!   agents/ commands/ skills/        converted artifacts (rules become skills)
+//!   plugins/agentpack-hooks.js       hooks through hook-exec dispatch
+//! ```
+//!
+//! OpenCode validates every agent file strictly, so agents get the field conversion of
+//! [`crate::convert::opencode_agent`]. `./.agents/` is not merged (OpenCode reads it natively).
+
+use serde_json::{json, Map, Value};
+
+use crate::artifact::ArtifactKind;
+use crate::convert;
+use crate::hooks::{self, HookContext};
+use crate::layout::{self, Unit};
+use crate::plan::{Agent, RenderPlan};
+use crate::{attribution, lsp, mcp, Context};
+
+/// The config root, relative to the generation root.
+pub const ROOT: &str = "opencode";
+
+pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
+    let mut plan = RenderPlan::new(Agent::OpenCode);
+    layout::stage(
+        ctx,
+        &mut plan,
+        ROOT,
+        false,
+        &|artifact, label, names, warnings| match artifact.kind {
+            ArtifactKind::Skill => vec![layout::skill_unit(artifact, &artifact.name, true)],
+            ArtifactKind::Command => vec![Unit::file(
+                format!("commands/{}.md", artifact.name),
+                convert::opencode_command(artifact, label, warnings),
+            )],
+            ArtifactKind::Agent => vec![Unit::file(
+                format!("agents/{}.md", artifact.name),
+                convert::opencode_agent(artifact, label, warnings),
+            )],
+            ArtifactKind::Rule => vec![layout::fallback_skill(artifact, label, names, warnings)],
+        },
+    );
+
+    let exe = ctx.exe();
+    let generation_root = ctx.generation_root();
+    let hook_context = HookContext {
+        agentpack_exe: &exe,
+        generation_root: &generation_root,
+    };
+    let rendered = hooks::render(
+        Agent::OpenCode,
+        &ctx.package_hooks(),
+        &format!("{ROOT}/plugins/agentpack-hooks.js"),
+        &hook_context,
+    );
+    layout::add_hooks(&mut plan, rendered);
+
+    let mut config = Map::new();
+    config.insert("$schema".into(), json!("https://opencode.ai/config.json"));
+    if !ctx.options.keep_attribution {
+        let instruction = format!("{ROOT}/agentpack-no-attribution.md");
+        config.insert(
+            "instructions".into(),
+            json!([format!("{generation_root}/{instruction}")]),
+        );
+        plan.bytes(instruction, attribution::opencode_instruction());
+    }
+    let paths = ctx.plugin_path_refs();
+    let servers = mcp::render_opencode(ctx.servers, &paths, &mut plan.warnings, &mut plan.secrets);
+    if servers.as_object().is_some_and(|m| !m.is_empty()) {
+        config.insert("mcp".into(), servers);
+    }
+    if !ctx.lsp.is_empty() {
+        config.insert(
+            "lsp".into(),
+            lsp::render_opencode(&ctx.lsp, &mut plan.warnings),
+        );
+    }
+    if ctx.options.yolo {
+        config.insert("permission".into(), json!("allow"));
+    }
+    plan.json(format!("{ROOT}/opencode.json"), &Value::Object(config));
+    plan
+}

@@ -1,0 +1,112 @@
+//! Crash-safe file replacement: write a temp file in the same directory, fsync it, rename it over
+//! the target, fsync the directory.
+//!
+//! Owns: [`write_atomic`] and [`write_if_changed`]. A reader sees the old file or the new one,
+//! never a torn one. Does not take a cross-process lock: callers that may race (two `lock` runs)
+//! hold the project lock around the write.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// A write that failed, with the file it was for.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {}: {source}", path.display())]
+pub struct WriteError {
+    /// The target file.
+    pub path: PathBuf,
+    /// The cause.
+    #[source]
+    pub source: std::io::Error,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> WriteError + '_ {
+    move |source| WriteError {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Replaces `path` with `bytes` atomically (temp file in the same directory, fsync, rename,
+/// fsync of the directory). An existing file's permissions are kept.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut temp = tempfile::Builder::new()
+        .prefix(&format!(".{file_name}."))
+        .suffix(".tmp")
+        .tempfile_in(&dir)
+        .map_err(io_err(path))?;
+    temp.write_all(bytes).map_err(io_err(path))?;
+    if let Ok(meta) = fs_err::metadata(path) {
+        temp.as_file()
+            .set_permissions(meta.permissions())
+            .map_err(io_err(path))?;
+    }
+    temp.as_file().sync_all().map_err(io_err(path))?;
+    temp.persist(path).map_err(|e| WriteError {
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    // Make the rename durable; a directory that cannot be opened or synced (some filesystems)
+    // does not make the write fail: the data itself is already synced.
+    if let Ok(handle) = std::fs::File::open(&dir) {
+        let _ = handle.sync_all();
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to `path` atomically unless the file already holds exactly these bytes, in
+/// which case the file is not touched (its modification time stays). Returns whether it wrote.
+pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, WriteError> {
+    match fs_err::read(path) {
+        Ok(existing) if existing == bytes => return Ok(false),
+        _ => {}
+    }
+    write_atomic(path, bytes)?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_replaces_and_skips_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pack.lock");
+        assert!(write_if_changed(&path, b"one\n").unwrap());
+        assert_eq!(std::fs::read(&path).unwrap(), b"one\n");
+        let before = std::fs::metadata(&path).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(!write_if_changed(&path, b"one\n").unwrap());
+        let after = std::fs::metadata(&path).unwrap();
+        assert_eq!(before.modified().unwrap(), after.modified().unwrap());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            assert_eq!(
+                before.ino(),
+                after.ino(),
+                "unchanged file must not be replaced"
+            );
+        }
+        assert!(write_if_changed(&path, b"two\n").unwrap());
+        assert_eq!(std::fs::read(&path).unwrap(), b"two\n");
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temp files left behind");
+    }
+
+    #[test]
+    fn missing_directory_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nope").join("pack.lock");
+        let e = write_atomic(&path, b"x").unwrap_err().to_string();
+        assert!(e.contains("nope/pack.lock"), "{e}");
+    }
+}

@@ -1,0 +1,213 @@
+//! Small filesystem helpers the store modules share: unique temp names, permission changes over a tree,
+//! removal of read-only trees, the one flush per batch (`syncfs` + directory fsync) and filesystem type
+//! detection (`statfs` magic numbers).
+//!
+//! Never decides policy: callers say what to flush, what to remove and what a remote filesystem means.
+
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::error::{IoContext, Result};
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A name no other process or thread will pick: `<prefix><pid>-<counter>-<nanos>`.
+pub(crate) fn unique_name(prefix: &str) -> String {
+    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("{prefix}{}-{count}-{nanos:08x}", std::process::id())
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Set the permission bits of `path` (never follows a final symlink's target: callers pass files/dirs).
+pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<()> {
+    fs_err::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .ctx("set permissions of", path)
+}
+
+/// The permission bits of `path` (lstat).
+pub(crate) fn mode_of(path: &Path) -> Result<u32> {
+    Ok(fs_err::symlink_metadata(path)
+        .ctx("inspect", path)?
+        .permissions()
+        .mode()
+        & 0o7777)
+}
+
+/// Make every directory of the tree at `root` 0555 (deepest first). Files keep the mode they were
+/// created with (0444 or 0555).
+pub(crate) fn seal_dirs(root: &Path) -> Result<()> {
+    for entry in walkdir::WalkDir::new(root).contents_first(true) {
+        let entry = entry.map_err(|err| {
+            let path = err.path().unwrap_or(root).to_path_buf();
+            crate::error::StoreError::io(
+                "walk",
+                path,
+                err.into_io_error()
+                    .unwrap_or_else(|| io::Error::other("walk")),
+            )
+        })?;
+        if entry.file_type().is_dir() {
+            set_mode(entry.path(), 0o555)?;
+        }
+    }
+    Ok(())
+}
+
+/// Make every directory of the tree at `root` writable by its owner, so it can be changed or removed.
+pub(crate) fn unseal_dirs(root: &Path) -> Result<()> {
+    for entry in walkdir::WalkDir::new(root) {
+        let Ok(entry) = entry else { continue };
+        if entry.file_type().is_dir() {
+            set_mode(entry.path(), 0o755)?;
+        }
+    }
+    Ok(())
+}
+
+/// Remove a tree that may contain read-only directories. A missing tree is not an error.
+pub(crate) fn remove_tree(root: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(root) {
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(crate::error::StoreError::io("inspect", root, err)),
+        Ok(meta) if !meta.is_dir() => return fs_err::remove_file(root).ctx("remove", root),
+        Ok(_) => {}
+    }
+    unseal_dirs(root)?;
+    match fs_err::remove_dir_all(root) {
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other.ctx("remove", root),
+    }
+}
+
+/// Remove a tree that may contain read-only directories, in one pass; returns the bytes given back to
+/// the filesystem (allocated blocks of files whose last link this was).
+pub(crate) fn remove_tree_counting(root: &Path) -> Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = match std::fs::symlink_metadata(root) {
+        Ok(meta) => meta,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(err) => return Err(crate::error::StoreError::io("inspect", root, err)),
+    };
+    if !meta.is_dir() {
+        let freed = if meta.is_file() && meta.nlink() <= 1 {
+            meta.blocks() * 512
+        } else {
+            0
+        };
+        fs_err::remove_file(root).ctx("remove", root)?;
+        return Ok(freed);
+    }
+    if meta.permissions().mode() & 0o700 != 0o700 {
+        set_mode(root, 0o700)?;
+    }
+    let mut freed = 0;
+    for entry in fs_err::read_dir(root).ctx("list", root)? {
+        let entry = entry.ctx("list", root)?;
+        freed += remove_tree_counting(&entry.path())?;
+    }
+    fs_err::remove_dir(root).ctx("remove", root)?;
+    Ok(freed)
+}
+
+/// Flush everything written to the filesystem holding `path` (one `syncfs`), then fsync `path` itself
+/// when it is a directory.
+pub(crate) fn flush_filesystem(path: &Path) -> Result<()> {
+    let dir = fs_err::File::open(path).ctx("open", path)?;
+    nix::unistd::syncfs(dir.file())
+        .map_err(io::Error::from)
+        .ctx("flush filesystem of", path)
+}
+
+/// fsync the directory `path` (makes renames inside it durable).
+pub(crate) fn fsync_dir(path: &Path) -> Result<()> {
+    let dir = fs_err::File::open(path).ctx("open", path)?;
+    dir.sync_all().ctx("flush directory", path)
+}
+
+/// The raw OS error number of `err`, if any.
+pub(crate) fn errno(err: &io::Error) -> Option<i32> {
+    err.raw_os_error()
+}
+
+/// What kind of filesystem holds a path.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct FilesystemKind {
+    /// A short name (`ext4`, `xfs`, `btrfs`, `tmpfs`, `nfs`, `fuse`, ...), or `0x<magic>`.
+    pub name: String,
+    /// Whether it is a network or userspace filesystem (NFS, SMB/CIFS, FUSE, 9p, Ceph, AFS), where an
+    /// LMDB index must not live.
+    pub remote: bool,
+}
+
+/// Detect the filesystem type of `path` with `statfs`.
+pub fn filesystem_kind(path: &Path) -> Result<FilesystemKind> {
+    let stat = nix::sys::statfs::statfs(path)
+        .map_err(io::Error::from)
+        .ctx("statfs", path)?;
+    #[allow(clippy::unnecessary_cast)]
+    let magic = stat.filesystem_type().0 as i64;
+    Ok(classify_magic(magic))
+}
+
+/// Map a statfs magic number to a [`FilesystemKind`].
+pub(crate) fn classify_magic(magic: i64) -> FilesystemKind {
+    let magic = magic & 0xffff_ffff;
+    let (name, remote) = match magic {
+        0xEF53 => ("ext4", false),
+        0x5846_5342 => ("xfs", false),
+        0x9123_683E => ("btrfs", false),
+        0x0102_1994 => ("tmpfs", false),
+        0x2FC1_2FC1 => ("zfs", false),
+        0x794C_7630 => ("overlayfs", false),
+        0xF2F5_2010 => ("f2fs", false),
+        0x6969 => ("nfs", true),
+        0x517B => ("smb", true),
+        0xFE53_4D42 => ("smb2", true),
+        0xFF53_4D42 => ("cifs", true),
+        0x6573_5546 => ("fuse", true),
+        0x6573_5543 => ("fusectl", true),
+        0x0102_1997 => ("9p", true),
+        0x00C3_6400 => ("ceph", true),
+        0x5346_414F => ("afs", true),
+        0x0BD0_0BD0 => ("lustre", true),
+        0x4750_4653 => ("gpfs", true),
+        _ => {
+            return FilesystemKind {
+                name: format!("0x{magic:x}"),
+                remote: false,
+            }
+        }
+    };
+    FilesystemKind {
+        name: name.to_owned(),
+        remote,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn magic_numbers() {
+        assert!(classify_magic(0x6969).remote);
+        assert!(classify_magic(0x6573_5546).remote);
+        assert!(classify_magic(0xFF53_4D42).remote);
+        assert!(!classify_magic(0xEF53).remote);
+        assert_eq!(classify_magic(0x1234).name, "0x1234");
+    }
+}

@@ -1,0 +1,257 @@
+//! The metadata index: a `heed` (LMDB) key-value database of named tables.
+//!
+//! It is a **cache**: deleting its directory loses nothing, the filesystem is the truth. Other crates use
+//! it for their own caches (GitHub ref and tag lookups with timestamps, aliases) through the generic
+//! [`Index::get`] / [`Index::put`] / [`Index::delete`]; the store mirrors slots into [`tables::SLOTS`].
+//! LMDB must never live on a network filesystem: the store decides placement (see `Store::open`), this
+//! module only opens the directory it is given. The only `unsafe` of the crate is in [`open_env`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use heed::types::Bytes;
+use heed::{CommitOrAbort, Database, Env, EnvOpenOptions, WithoutTls};
+
+use crate::error::{IoContext, Result, StoreError};
+
+/// Table names the workspace uses (any other name works too; at most 64 tables).
+pub mod tables {
+    /// GitHub `owner/repo@ref` -> commit (builders).
+    pub const REFS: &str = "refs";
+    /// GitHub `owner/repo` -> tag list (builders).
+    pub const TAGS: &str = "tags";
+    /// Module aliases (builders/cli).
+    pub const ALIASES: &str = "aliases";
+    /// Slot `cache_key` -> store path name (the store).
+    pub const SLOTS: &str = "slots";
+    /// Generation input hash -> store path name (builders).
+    pub const GENERATIONS: &str = "generations";
+}
+
+type Table = Database<'static, Bytes, Bytes>;
+
+/// An open index.
+#[derive(Clone)]
+pub struct Index {
+    inner: Arc<IndexInner>,
+}
+
+struct IndexInner {
+    env: Env<WithoutTls>,
+    location: PathBuf,
+    tables: Mutex<HashMap<String, Table>>,
+}
+
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index")
+            .field("location", &self.inner.location)
+            .finish()
+    }
+}
+
+/// Indexes opened by this process, by canonical directory (LMDB allows one env per path per process).
+fn opened() -> &'static Mutex<HashMap<PathBuf, Index>> {
+    static OPENED: OnceLock<Mutex<HashMap<PathBuf, Index>>> = OnceLock::new();
+    OPENED.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Map size: address space only, the file grows as needed.
+const MAP_SIZE: usize = 1 << 30;
+const MAX_TABLES: u32 = 64;
+
+/// Open the LMDB environment in `dir`.
+#[expect(
+    unsafe_code,
+    reason = "heed marks opening a memory-mapped LMDB environment unsafe"
+)]
+fn open_env(dir: &Path) -> heed::Result<Env<WithoutTls>> {
+    // SAFETY: heed requires that the memory-mapped file is not modified other than through LMDB while
+    // open, and that the same environment is not opened twice in one process. The directory is private
+    // to the store's index (nothing else writes it), it is never placed on a network filesystem (the
+    // store checks statfs first) and `opened()` keeps one `Env` per canonical path in this process.
+    unsafe {
+        EnvOpenOptions::new()
+            .read_txn_without_tls()
+            .map_size(MAP_SIZE)
+            .max_dbs(MAX_TABLES)
+            .open(dir)
+    }
+}
+
+impl Index {
+    /// Open (creating) the index in `dir`.
+    pub fn open(dir: &Path) -> Result<Index> {
+        fs_err::create_dir_all(dir).ctx("create", dir)?;
+        let canonical = fs_err::canonicalize(dir).ctx("resolve", dir)?;
+        let mut registry = opened().lock().map_err(|_| poisoned(&canonical))?;
+        if let Some(index) = registry.get(&canonical) {
+            return Ok(index.clone());
+        }
+        let env = open_env(&canonical).map_err(|source| StoreError::Index {
+            path: canonical.clone(),
+            source,
+        })?;
+        let index = Index {
+            inner: Arc::new(IndexInner {
+                env,
+                location: canonical.clone(),
+                tables: Mutex::new(HashMap::new()),
+            }),
+        };
+        registry.insert(canonical, index.clone());
+        Ok(index)
+    }
+
+    /// Where the index lives.
+    pub fn location(&self) -> &Path {
+        &self.inner.location
+    }
+
+    fn err(&self, source: heed::Error) -> StoreError {
+        StoreError::Index {
+            path: self.inner.location.clone(),
+            source,
+        }
+    }
+
+    /// The table `name`, created when `create` is set; `None` when it does not exist yet.
+    fn table(&self, name: &str, create: bool) -> Result<Option<Table>> {
+        let mut tables = self
+            .inner
+            .tables
+            .lock()
+            .map_err(|_| poisoned(&self.inner.location))?;
+        if let Some(table) = tables.get(name) {
+            return Ok(Some(*table));
+        }
+        let env = &self.inner.env;
+        let table: Option<Table> = if create {
+            let wtxn = env.write_txn().map_err(|e| self.err(e))?;
+            let created = env
+                .create_databases_and_commit(wtxn, |opener, wtxn| -> heed::Result<_> {
+                    let table = opener.create_database::<Bytes, Bytes>(wtxn, Some(name))?;
+                    Ok(CommitOrAbort::<_, ()>::Commit(table))
+                })
+                .map_err(|e| self.err(e))?;
+            match created {
+                CommitOrAbort::Commit(table) => Some(table),
+                CommitOrAbort::Abort(()) => None,
+            }
+        } else {
+            let rtxn = env.read_txn().map_err(|e| self.err(e))?;
+            let opened = env
+                .open_databases_and_commit(rtxn, |opener, rtxn| -> heed::Result<_> {
+                    let table = opener.open_database::<Bytes, Bytes>(rtxn, Some(name))?;
+                    Ok(CommitOrAbort::<_, ()>::Commit(table))
+                })
+                .map_err(|e| self.err(e))?;
+            match opened {
+                CommitOrAbort::Commit(table) => table,
+                CommitOrAbort::Abort(()) => None,
+            }
+        };
+        if let Some(table) = table {
+            tables.insert(name.to_owned(), table);
+        }
+        Ok(table)
+    }
+
+    /// The value of `key` in `table`.
+    pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let Some(db) = self.table(table, false)? else {
+            return Ok(None);
+        };
+        let rtxn = self.inner.env.read_txn().map_err(|e| self.err(e))?;
+        let value = db
+            .get(&rtxn, key)
+            .map_err(|e| self.err(e))?
+            .map(<[u8]>::to_vec);
+        Ok(value)
+    }
+
+    /// Set `key` in `table` to `value`.
+    pub fn put(&self, table: &str, key: &[u8], value: &[u8]) -> Result<()> {
+        let db = self.table(table, true)?.ok_or_else(|| {
+            self.err(heed::Error::Io(std::io::Error::other(
+                "the table could not be created",
+            )))
+        })?;
+        let mut wtxn = self.inner.env.write_txn().map_err(|e| self.err(e))?;
+        db.put(&mut wtxn, key, value).map_err(|e| self.err(e))?;
+        wtxn.commit().map_err(|e| self.err(e))
+    }
+
+    /// Remove `key` from `table`; `true` when it was there.
+    pub fn delete(&self, table: &str, key: &[u8]) -> Result<bool> {
+        let Some(db) = self.table(table, false)? else {
+            return Ok(false);
+        };
+        let mut wtxn = self.inner.env.write_txn().map_err(|e| self.err(e))?;
+        let removed = db.delete(&mut wtxn, key).map_err(|e| self.err(e))?;
+        wtxn.commit().map_err(|e| self.err(e))?;
+        Ok(removed)
+    }
+
+    /// Every `(key, value)` of `table`, in key order.
+    pub fn entries(&self, table: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let Some(db) = self.table(table, false)? else {
+            return Ok(Vec::new());
+        };
+        let rtxn = self.inner.env.read_txn().map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for item in db.iter(&rtxn).map_err(|e| self.err(e))? {
+            let (key, value) = item.map_err(|e| self.err(e))?;
+            out.push((key.to_vec(), value.to_vec()));
+        }
+        Ok(out)
+    }
+
+    /// Remove every entry of `table`.
+    pub fn clear(&self, table: &str) -> Result<()> {
+        let Some(db) = self.table(table, false)? else {
+            return Ok(());
+        };
+        let mut wtxn = self.inner.env.write_txn().map_err(|e| self.err(e))?;
+        db.clear(&mut wtxn).map_err(|e| self.err(e))?;
+        wtxn.commit().map_err(|e| self.err(e))
+    }
+
+    /// Set `key` with the current time (for caches with a freshness window, e.g. GitHub refs).
+    pub fn put_timed(&self, table: &str, key: &[u8], value: &[u8]) -> Result<()> {
+        let millis = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        let millis = u64::try_from(millis).unwrap_or(u64::MAX);
+        let mut stored = Vec::with_capacity(8 + value.len());
+        stored.extend_from_slice(&millis.to_be_bytes());
+        stored.extend_from_slice(value);
+        self.put(table, key, &stored)
+    }
+
+    /// A value written by [`Index::put_timed`] and when it was written.
+    pub fn get_timed(&self, table: &str, key: &[u8]) -> Result<Option<(SystemTime, Vec<u8>)>> {
+        let Some(stored) = self.get(table, key)? else {
+            return Ok(None);
+        };
+        if stored.len() < 8 {
+            return Ok(None);
+        }
+        let (stamp, value) = stored.split_at(8);
+        let mut millis = [0u8; 8];
+        millis.copy_from_slice(stamp);
+        let when = UNIX_EPOCH + Duration::from_millis(u64::from_be_bytes(millis));
+        Ok(Some((when, value.to_vec())))
+    }
+}
+
+fn poisoned(path: &Path) -> StoreError {
+    StoreError::io(
+        "lock",
+        path,
+        std::io::Error::other("index registry poisoned by a panic"),
+    )
+}

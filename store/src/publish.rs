@@ -1,0 +1,971 @@
+//! Putting things into the store: blobs (import a file or bytes once, named by BLAKE3) and store paths
+//! (`publish_tree` for packages, `publish_built` and `publish_files` for input-addressed paths such as
+//! generations).
+//!
+//! Every publication: hold the store lock shared, build in a locked `.tmp/` directory, link files from
+//! blobs, make the tree read-only, one flush (syncfs), `rename(2)` into place (a lost race is success:
+//! same name, same content), write the metadata, fsync the directories, register a temp root. Nothing is
+//! ever visible under a final name half-written: blobs are linked into place complete, store paths are
+//! renamed complete. A package is published only after its tree hash matches the expected one.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use rayon::prelude::*;
+
+use crate::error::{IoContext, Result, StoreError};
+use crate::fsutil::{self, set_mode, unique_name};
+use crate::link::{create_empty, LinkMethod};
+use crate::lock::LockKind;
+use crate::meta::{Entry, PathKind, StorePathMeta, META_VERSION};
+use crate::names::{BlobId, StorePath, StorePathName};
+use crate::store::Store;
+use crate::tree_hash::{hash_tree, matches_tree_hash, relative_bytes, Match, TreeHash};
+
+const COPY_BUFFER: usize = 256 * 1024;
+
+/// Where the content of one planned file comes from.
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// A blob already in the store (no hashing, no copying: linked).
+    Blob(BlobId),
+    /// These bytes (imported as a blob unless empty).
+    Bytes(Vec<u8>),
+    /// A symbolic link with this target text (`executable` is ignored).
+    Symlink(String),
+    /// An existing file: a file of another store path is linked from its blob; any other file is copied
+    /// into a blob first.
+    ExistingFile(PathBuf),
+}
+
+/// One file of a [`Store::publish_files`] plan.
+#[derive(Clone, Debug)]
+pub struct PlannedFile {
+    /// Relative `/`-separated path inside the store path (no `..`, no absolute, no empty components).
+    pub path: String,
+    /// Where the content comes from.
+    pub source: Source,
+    /// Mode 0555 instead of 0444.
+    pub executable: bool,
+}
+
+impl PlannedFile {
+    /// A planned file.
+    pub fn new(path: impl Into<String>, source: Source, executable: bool) -> Self {
+        PlannedFile {
+            path: path.into(),
+            source,
+            executable,
+        }
+    }
+}
+
+pub(crate) fn file_mode(executable: bool) -> u32 {
+    if executable {
+        0o555
+    } else {
+        0o444
+    }
+}
+
+/// BLAKE3 and size of a file, streamed.
+pub(crate) fn blake3_file(path: &Path) -> Result<(BlobId, u64)> {
+    let mut file = fs_err::File::open(path).ctx("open", path)?;
+    let mut hasher = blake3::Hasher::new();
+    let mut buffer = vec![0u8; COPY_BUFFER];
+    let mut size = 0u64;
+    loop {
+        let read = file.read(&mut buffer).ctx("read", path)?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+        size += read as u64;
+    }
+    Ok((BlobId::from_hash(hasher.finalize()), size))
+}
+
+fn utf8_relative(root: &Path, path: &Path) -> Result<String> {
+    let bytes = relative_bytes(root, path);
+    String::from_utf8(bytes).map_err(|err| StoreError::InvalidPath {
+        path: String::from_utf8_lossy(err.as_bytes()).into_owned(),
+        reason: "store paths only hold UTF-8 file names",
+    })
+}
+
+fn utf8_target(target: &Path, link: &Path) -> Result<String> {
+    target
+        .to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| StoreError::InvalidPath {
+            path: link.display().to_string(),
+            reason: "store paths only hold symbolic links with UTF-8 targets",
+        })
+}
+
+impl Store {
+    /// Whether blob `id` (in its `executable` variant) is in the store.
+    pub fn has_blob(&self, id: &BlobId, executable: bool) -> bool {
+        self.blob_path(id, executable).is_file()
+    }
+
+    /// Import the file at `src` as a blob (copied while hashed, so the name always matches the bytes
+    /// stored). `None` for an empty file: empty files are never blobs. The blob is a temp root of this
+    /// handle.
+    pub fn import_file(&self, src: &Path, executable: bool) -> Result<Option<BlobId>> {
+        let _lock = self.lock(LockKind::Shared)?;
+        let imported = self.import_file_locked(src, executable)?;
+        if let Some((id, _)) = imported {
+            self.add_temp_root_blob(&id, executable)?;
+        }
+        Ok(imported.map(|(id, _)| id))
+    }
+
+    /// Import `bytes` as a blob; `None` when empty. The blob is a temp root of this handle.
+    pub fn import_bytes(&self, bytes: &[u8], executable: bool) -> Result<Option<BlobId>> {
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        let _lock = self.lock(LockKind::Shared)?;
+        let id = self.import_bytes_locked(bytes, executable)?;
+        self.add_temp_root_blob(&id, executable)?;
+        Ok(Some(id))
+    }
+
+    fn import_bytes_locked(&self, bytes: &[u8], executable: bool) -> Result<BlobId> {
+        let id = BlobId::of(bytes);
+        if self.has_blob(&id, executable) {
+            return Ok(id);
+        }
+        let temp = self.tmp_dir().join(unique_name("blob-"));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temp)
+            .ctx("create", &temp)?;
+        file.write_all(bytes).ctx("write", &temp)?;
+        drop(file);
+        self.store_blob_from_temp(&temp, &id, executable)?;
+        Ok(id)
+    }
+
+    /// Copy `src` into a temp file while hashing it, then link it into `blobs/`.
+    pub(crate) fn import_file_locked(
+        &self,
+        src: &Path,
+        executable: bool,
+    ) -> Result<Option<(BlobId, u64)>> {
+        let mut from = fs_err::File::open(src).ctx("open", src)?;
+        let temp = self.tmp_dir().join(unique_name("blob-"));
+        let mut to = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temp)
+            .ctx("create", &temp)?;
+        let mut hasher = blake3::Hasher::new();
+        let mut buffer = vec![0u8; COPY_BUFFER];
+        let mut size = 0u64;
+        let copied: Result<()> = (|| loop {
+            let read = from.read(&mut buffer).ctx("read", src)?;
+            if read == 0 {
+                return Ok(());
+            }
+            hasher.update(&buffer[..read]);
+            to.write_all(&buffer[..read]).ctx("write", &temp)?;
+            size += read as u64;
+        })();
+        drop(to);
+        if let Err(err) = copied {
+            let _ = std::fs::remove_file(&temp);
+            return Err(err);
+        }
+        if size == 0 {
+            let _ = std::fs::remove_file(&temp);
+            return Ok(None);
+        }
+        let id = BlobId::from_hash(hasher.finalize());
+        self.store_blob_from_temp(&temp, &id, executable)?;
+        Ok(Some((id, size)))
+    }
+
+    /// Fast path of `import_tree` where store files are hard links of their blobs: copy `src` straight
+    /// to `dst` while hashing it, then link `dst` into `blobs/` (or, if the blob exists, replace `dst`
+    /// by a link to it). `None` when the fast path does not apply.
+    fn import_file_hardlinked(
+        &self,
+        src: &Path,
+        dst: &Path,
+        relative: &str,
+        exec: bool,
+    ) -> Result<Option<Entry>> {
+        if self.linker.remembered(self.dev, self.dev) != Some(LinkMethod::Hardlink) {
+            return Ok(None);
+        }
+        let mut from = fs_err::File::open(src).ctx("open", src)?;
+        let mut to = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(dst)
+            .ctx("create", dst)?;
+        let mut hasher = blake3::Hasher::new();
+        let mut buffer = vec![0u8; COPY_BUFFER];
+        let mut size = 0u64;
+        loop {
+            let read = from.read(&mut buffer).ctx("read", src)?;
+            if read == 0 {
+                break;
+            }
+            hasher.update(&buffer[..read]);
+            to.write_all(&buffer[..read]).ctx("write", dst)?;
+            size += read as u64;
+        }
+        drop(to);
+        set_mode(dst, file_mode(exec))?;
+        if size == 0 {
+            return Ok(Some(Entry::File {
+                path: relative.to_owned(),
+                blob: None,
+                size: 0,
+                exec,
+            }));
+        }
+        let id = BlobId::from_hash(hasher.finalize());
+        let blob = self.blob_path(&id, exec);
+        if let Some(shard) = blob.parent() {
+            self.ensure_shard(shard)?;
+        }
+        match std::fs::hard_link(dst, &blob) {
+            Ok(()) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+                let temp = dst.with_file_name(unique_name(".link-"));
+                if self.link_blob(&id, exec, &temp).is_ok() {
+                    fs_err::rename(&temp, dst).ctx("replace", dst)?;
+                }
+            }
+            // Keep the copy; the blob is made the slow way.
+            Err(_) => {
+                let temp = self.tmp_dir().join(unique_name("blob-"));
+                crate::link::copy_new(dst, &temp, 0o600).ctx("copy", dst)?;
+                self.store_blob_from_temp(&temp, &id, exec)?;
+            }
+        }
+        Ok(Some(Entry::File {
+            path: relative.to_owned(),
+            blob: Some(id),
+            size,
+            exec,
+        }))
+    }
+
+    /// Make the complete temp file `temp` the blob `id` (unless it already exists) and remove `temp`.
+    /// `true` when `temp`'s inode became the blob.
+    fn store_blob_from_temp(&self, temp: &Path, id: &BlobId, executable: bool) -> Result<bool> {
+        set_mode(temp, file_mode(executable))?;
+        let blob = self.blob_path(id, executable);
+        if let Some(shard) = blob.parent() {
+            self.ensure_shard(shard)?;
+        }
+        let created = match std::fs::hard_link(temp, &blob) {
+            Ok(()) => true,
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => false,
+            Err(err) => {
+                let _ = std::fs::remove_file(temp);
+                return Err(StoreError::io("store blob", &blob, err));
+            }
+        };
+        fs_err::remove_file(temp).ctx("remove", temp)?;
+        Ok(created)
+    }
+
+    /// The blob file of `id` in its `executable` variant, made from the other variant if needed.
+    pub(crate) fn ensure_blob_variant(&self, id: &BlobId, executable: bool) -> Result<PathBuf> {
+        let path = self.blob_path(id, executable);
+        if path.is_file() {
+            return Ok(path);
+        }
+        let other = self.blob_path(id, !executable);
+        if !other.is_file() {
+            return Err(StoreError::MissingBlob { id: id.hex(), path });
+        }
+        let temp = self.tmp_dir().join(unique_name("blob-"));
+        crate::link::copy_new(&other, &temp, 0o600).ctx("copy", &other)?;
+        self.store_blob_from_temp(&temp, id, executable)?;
+        Ok(path)
+    }
+
+    /// Place blob `id` at `dst` by the link mode. On "too many links" the fresh copy made for `dst`
+    /// becomes the blob's new inode, so later links start from it.
+    pub(crate) fn link_blob(
+        &self,
+        id: &BlobId,
+        executable: bool,
+        dst: &Path,
+    ) -> Result<LinkMethod> {
+        let blob = self.ensure_blob_variant(id, executable)?;
+        let placed = self
+            .linker
+            .place(&blob, dst, self.dev, self.dev, file_mode(executable))?;
+        if placed.too_many_links {
+            let temp = self.tmp_dir().join(unique_name("blob-"));
+            if std::fs::hard_link(dst, &temp).is_ok() && std::fs::rename(&temp, &blob).is_err() {
+                let _ = std::fs::remove_file(&temp);
+            }
+        }
+        Ok(placed.method)
+    }
+
+    /// Publish the package tree at `src` (regular files, symlinks and directories only) under
+    /// `<first 32 hex of its sha256-tree-v1>-<label>`. With `expected`, a tree whose hash matches
+    /// neither exactly nor by the legacy rule is refused with [`StoreError::ContentHashMismatch`] and
+    /// nothing is published. The hash is taken over the copy in the store, i.e. over exactly the bytes
+    /// that get published. Execute bits are kept (`x` records).
+    pub fn publish_tree(
+        &self,
+        src: &Path,
+        label: &str,
+        expected: Option<&TreeHash>,
+    ) -> Result<StorePath> {
+        self.publish_package(src, label, expected, false)
+    }
+
+    /// Like [`Store::publish_tree`], but when a store path of that content already exists and no longer
+    /// matches its hash (changed in place), the freshly imported and verified tree replaces it
+    /// atomically (`rename` exchange). This is `sync --repair`: download again, verify, then replace.
+    pub fn repair_tree(
+        &self,
+        src: &Path,
+        label: &str,
+        expected: Option<&TreeHash>,
+    ) -> Result<StorePath> {
+        self.publish_package(src, label, expected, true)
+    }
+
+    fn publish_package(
+        &self,
+        src: &Path,
+        label: &str,
+        expected: Option<&TreeHash>,
+        replace_damaged: bool,
+    ) -> Result<StorePath> {
+        let _lock = self.lock(LockKind::Shared)?;
+        let (base, _build_lock) = self.new_build_dir("pkg-")?;
+        let out = base.join("out");
+        let result = (|| {
+            let (entries, actual) = self.build_package(src, &out, expected, replace_damaged)?;
+            let name = StorePathName::from_tree_hash(&actual, label);
+            if let Some(existing) = self.get(&name) {
+                if replace_damaged && hash_tree(existing.path())? != actual {
+                    fsutil::seal_dirs(&out)?;
+                    crate::verify::exchange(&out, existing.path())?;
+                    let meta = new_meta(&name, PathKind::Package, Some(actual), &[], entries);
+                    let meta_path = self.meta_path(name.as_str());
+                    let temp = base.join("meta.json");
+                    fs_err::write(&temp, meta.to_bytes()).ctx("write", &temp)?;
+                    set_mode(&temp, 0o444)?;
+                    fs_err::rename(&temp, &meta_path).ctx("publish", &meta_path)?;
+                }
+                return Ok(existing);
+            }
+            let meta = new_meta(&name, PathKind::Package, Some(actual), &[], entries);
+            self.commit(&base, &out, &name, meta)
+        })();
+        let _ = fsutil::remove_tree(&base);
+        let path = result?;
+        self.add_temp_root(&path)?;
+        Ok(path)
+    }
+
+    /// Import `src` into `out` and check the result. If the built tree does not match but `src` does,
+    /// a blob it was linked from was changed in place: restore those blobs from `src` and build again.
+    fn build_package(
+        &self,
+        src: &Path,
+        out: &Path,
+        expected: Option<&TreeHash>,
+        always_check_source: bool,
+    ) -> Result<(Vec<Entry>, TreeHash)> {
+        let entries = self.import_tree(src, out)?;
+        let actual = hash_tree(out)?;
+        let matches = |hash: &TreeHash| -> Result<bool> {
+            Ok(*hash == actual || !matches!(matches_tree_hash(out, hash)?, Match::Mismatch { .. }))
+        };
+        let suspicious = match expected {
+            Some(expected) => !matches(expected)?,
+            None => always_check_source,
+        };
+        if !suspicious {
+            return Ok((entries, actual));
+        }
+        let source_hash = hash_tree(src)?;
+        if source_hash != actual {
+            self.heal_blobs(src, &entries)?;
+            fsutil::remove_tree(out)?;
+            let entries = self.import_tree(src, out)?;
+            let actual = hash_tree(out)?;
+            return self.check_expected(src, out, expected, entries, actual);
+        }
+        self.check_expected(src, out, expected, entries, actual)
+    }
+
+    fn check_expected(
+        &self,
+        src: &Path,
+        out: &Path,
+        expected: Option<&TreeHash>,
+        entries: Vec<Entry>,
+        actual: TreeHash,
+    ) -> Result<(Vec<Entry>, TreeHash)> {
+        if let Some(expected) = expected {
+            if actual != *expected {
+                if let Match::Mismatch { actual } = matches_tree_hash(out, expected)? {
+                    return Err(StoreError::ContentHashMismatch {
+                        expected: *expected,
+                        actual,
+                        path: src.to_path_buf(),
+                    });
+                }
+            }
+        }
+        Ok((entries, actual))
+    }
+
+    /// Replace every blob used by `entries` whose content no longer matches its name with a fresh
+    /// copy of the corresponding file of `src` (checked before it replaces anything).
+    fn heal_blobs(&self, src: &Path, entries: &[Entry]) -> Result<()> {
+        for entry in entries {
+            let Entry::File {
+                path,
+                blob: Some(id),
+                exec,
+                ..
+            } = entry
+            else {
+                continue;
+            };
+            let blob = self.blob_path(id, *exec);
+            if blake3_file(&blob)
+                .map(|(found, _)| found == *id)
+                .unwrap_or(false)
+            {
+                continue;
+            }
+            let temp = self.tmp_dir().join(unique_name("blob-"));
+            crate::link::copy_new(&src.join(path), &temp, file_mode(*exec))
+                .ctx("copy", src.join(path))?;
+            if blake3_file(&temp)?.0 == *id {
+                fs_err::rename(&temp, &blob).ctx("replace", &blob)?;
+            } else {
+                let _ = std::fs::remove_file(&temp);
+            }
+        }
+        Ok(())
+    }
+
+    /// Copy the tree at `src` into `out`, files through blobs. Returns the manifest.
+    fn import_tree(&self, src: &Path, out: &Path) -> Result<Vec<Entry>> {
+        fs_err::create_dir(out).ctx("create", out)?;
+        let mut entries = Vec::new();
+        let mut files = Vec::new();
+        for item in walkdir::WalkDir::new(src).follow_links(false).min_depth(1) {
+            let item = item.map_err(|err| {
+                let path = err.path().unwrap_or(src).to_path_buf();
+                StoreError::io(
+                    "walk",
+                    path,
+                    err.into_io_error()
+                        .unwrap_or_else(|| std::io::Error::other("walk")),
+                )
+            })?;
+            let relative = utf8_relative(src, item.path())?;
+            let dst = out.join(&relative);
+            let file_type = item.file_type();
+            if file_type.is_dir() {
+                fs_err::create_dir(&dst).ctx("create", &dst)?;
+                entries.push(Entry::Dir { path: relative });
+            } else if file_type.is_symlink() {
+                let target = fs_err::read_link(item.path()).ctx("read link", item.path())?;
+                let target_text = utf8_target(&target, item.path())?;
+                std::os::unix::fs::symlink(&target, &dst).ctx("create link", &dst)?;
+                entries.push(Entry::Link {
+                    path: relative,
+                    target: target_text,
+                });
+            } else if file_type.is_file() {
+                let mode = item
+                    .metadata()
+                    .map(|m| m.permissions().mode())
+                    .unwrap_or(0o644);
+                files.push((relative, item.path().to_path_buf(), dst, mode & 0o111 != 0));
+            } else {
+                return Err(StoreError::UnsupportedFileType {
+                    path: item.path().to_path_buf(),
+                });
+            }
+        }
+        let file_entries: Vec<Entry> = files
+            .par_iter()
+            .map(|(relative, source, dst, exec)| {
+                if let Some(entry) = self.import_file_hardlinked(source, dst, relative, *exec)? {
+                    return Ok(entry);
+                }
+                let imported = self.import_file_locked(source, *exec)?;
+                match imported {
+                    None => {
+                        create_empty(dst, file_mode(*exec))?;
+                        Ok(Entry::File {
+                            path: relative.clone(),
+                            blob: None,
+                            size: 0,
+                            exec: *exec,
+                        })
+                    }
+                    Some((id, size)) => {
+                        self.link_blob(&id, *exec, dst)?;
+                        Ok(Entry::File {
+                            path: relative.clone(),
+                            blob: Some(id),
+                            size,
+                            exec: *exec,
+                        })
+                    }
+                }
+            })
+            .collect::<Result<_>>()?;
+        entries.extend(file_entries);
+        sort_entries(&mut entries);
+        Ok(entries)
+    }
+
+    /// Publish an input-addressed store path called `name`, written by `build(out_dir, final_path)`.
+    /// The final path is known before the build, so content may embed it. If `name` is already
+    /// published, `build` is not called. Files are deduplicated into blobs afterwards; `references`
+    /// are kept alive by GC as long as this path is.
+    pub fn publish_built<F>(
+        &self,
+        name: &StorePathName,
+        references: &[StorePath],
+        build: F,
+    ) -> Result<StorePath>
+    where
+        F: FnOnce(
+            &Path,
+            &Path,
+        ) -> std::result::Result<(), Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let _lock = self.lock(LockKind::Shared)?;
+        if let Some(existing) = self.get(name) {
+            self.add_temp_root(&existing)?;
+            return Ok(existing);
+        }
+        let (base, _build_lock) = self.new_build_dir("built-")?;
+        let out = base.join("out");
+        let final_path = self.path_of(name);
+        let result = (|| {
+            fs_err::create_dir(&out).ctx("create", &out)?;
+            build(&out, &final_path).map_err(|source| StoreError::Build {
+                name: name.to_string(),
+                source,
+            })?;
+            let entries = self.absorb_tree(&out)?;
+            let meta = new_meta(name, PathKind::Built, None, references, entries);
+            self.commit(&base, &out, name, meta)
+        })();
+        let _ = fsutil::remove_tree(&base);
+        let path = result?;
+        self.add_temp_root(&path)?;
+        Ok(path)
+    }
+
+    /// Turn the files a builder wrote in `out` into blob links; returns the manifest.
+    fn absorb_tree(&self, out: &Path) -> Result<Vec<Entry>> {
+        let mut entries = Vec::new();
+        let mut files = Vec::new();
+        for item in walkdir::WalkDir::new(out).follow_links(false).min_depth(1) {
+            let item = item.map_err(|err| {
+                let path = err.path().unwrap_or(out).to_path_buf();
+                StoreError::io(
+                    "walk",
+                    path,
+                    err.into_io_error()
+                        .unwrap_or_else(|| std::io::Error::other("walk")),
+                )
+            })?;
+            let relative = utf8_relative(out, item.path())?;
+            let file_type = item.file_type();
+            if file_type.is_dir() {
+                entries.push(Entry::Dir { path: relative });
+            } else if file_type.is_symlink() {
+                let target = fs_err::read_link(item.path()).ctx("read link", item.path())?;
+                entries.push(Entry::Link {
+                    path: relative,
+                    target: utf8_target(&target, item.path())?,
+                });
+            } else if file_type.is_file() {
+                let mode = item
+                    .metadata()
+                    .map(|m| m.permissions().mode())
+                    .unwrap_or(0o644);
+                files.push((relative, item.path().to_path_buf(), mode & 0o111 != 0));
+            } else {
+                return Err(StoreError::UnsupportedFileType {
+                    path: item.path().to_path_buf(),
+                });
+            }
+        }
+        let file_entries: Vec<Entry> = files
+            .par_iter()
+            .map(|(relative, path, exec)| {
+                set_mode(path, file_mode(*exec))?;
+                let (id, size) = blake3_file(path)?;
+                if size == 0 {
+                    return Ok(Entry::File {
+                        path: relative.clone(),
+                        blob: None,
+                        size: 0,
+                        exec: *exec,
+                    });
+                }
+                let adopted = !self.has_blob(&id, *exec) && {
+                    let temp = self.tmp_dir().join(unique_name("blob-"));
+                    self.linker
+                        .place(path, &temp, self.dev, self.dev, file_mode(*exec))?;
+                    self.store_blob_from_temp(&temp, &id, *exec)?
+                };
+                if !adopted {
+                    // The blob exists (or another file won the race): link the builder's file to it.
+                    let temp = path.with_file_name(unique_name(".absorb-"));
+                    self.link_blob(&id, *exec, &temp)?;
+                    fs_err::rename(&temp, path).ctx("replace", path)?;
+                }
+                Ok(Entry::File {
+                    path: relative.clone(),
+                    blob: Some(id),
+                    size,
+                    exec: *exec,
+                })
+            })
+            .collect::<Result<_>>()?;
+        entries.extend(file_entries);
+        sort_entries(&mut entries);
+        Ok(entries)
+    }
+
+    /// Publish an input-addressed store path called `name` assembled from `plan`: files are linked from
+    /// blobs (known blobs are never re-hashed), bytes become blobs, symlinks are created. If `name` is
+    /// already published it is returned as is.
+    pub fn publish_files(
+        &self,
+        name: &StorePathName,
+        plan: &[PlannedFile],
+        references: &[StorePath],
+    ) -> Result<StorePath> {
+        let (dirs, mut order) = validate_plan(plan)?;
+        order.sort_by(|&a, &b| plan[a].path.as_bytes().cmp(plan[b].path.as_bytes()));
+        let _lock = self.lock(LockKind::Shared)?;
+        if let Some(existing) = self.get(name) {
+            self.add_temp_root(&existing)?;
+            return Ok(existing);
+        }
+        let (base, _build_lock) = self.new_build_dir("files-")?;
+        let out = base.join("out");
+        let result = (|| {
+            fs_err::create_dir(&out).ctx("create", &out)?;
+            let mut entries = Vec::new();
+            for dir in &dirs {
+                let path = out.join(dir);
+                fs_err::create_dir(&path).ctx("create", &path)?;
+                entries.push(Entry::Dir { path: dir.clone() });
+            }
+            let file_entries: Vec<Entry> = order
+                .par_iter()
+                .map(|&index| self.place_planned(&plan[index], &out.join(&plan[index].path)))
+                .collect::<Result<_>>()?;
+            entries.extend(file_entries);
+            sort_entries(&mut entries);
+            let meta = new_meta(name, PathKind::Files, None, references, entries);
+            self.commit(&base, &out, name, meta)
+        })();
+        let _ = fsutil::remove_tree(&base);
+        let path = result?;
+        self.add_temp_root(&path)?;
+        Ok(path)
+    }
+
+    fn place_planned(&self, planned: &PlannedFile, dst: &Path) -> Result<Entry> {
+        let exec = planned.executable;
+        let path = planned.path.clone();
+        let blob_entry = |id: BlobId, size: u64| Entry::File {
+            path: path.clone(),
+            blob: Some(id),
+            size,
+            exec,
+        };
+        match &planned.source {
+            Source::Symlink(target) => {
+                std::os::unix::fs::symlink(target, dst).ctx("create link", dst)?;
+                Ok(Entry::Link {
+                    path: path.clone(),
+                    target: target.clone(),
+                })
+            }
+            Source::Blob(id) => {
+                self.link_blob(id, exec, dst)?;
+                let size = fs_err::symlink_metadata(dst).ctx("inspect", dst)?.len();
+                Ok(blob_entry(*id, size))
+            }
+            Source::Bytes(bytes) => {
+                if bytes.is_empty() {
+                    create_empty(dst, file_mode(exec))?;
+                    return Ok(Entry::File {
+                        path: path.clone(),
+                        blob: None,
+                        size: 0,
+                        exec,
+                    });
+                }
+                let id = self.import_bytes_locked(bytes, exec)?;
+                self.link_blob(&id, exec, dst)?;
+                Ok(blob_entry(id, bytes.len() as u64))
+            }
+            Source::ExistingFile(file) => {
+                let inside_store = file.starts_with(&self.dir);
+                let known = if let Some(found) = self.known_blob_of(file) {
+                    Some(found)
+                } else if inside_store {
+                    let (id, size) = blake3_file(file)?;
+                    (size == 0 || self.has_blob(&id, exec) || self.has_blob(&id, !exec))
+                        .then_some((id, size))
+                } else {
+                    None
+                };
+                let imported = match known {
+                    Some((_, 0)) => None,
+                    Some(found) => Some(found),
+                    None => self.import_file_locked(file, exec)?,
+                };
+                match imported {
+                    None => {
+                        create_empty(dst, file_mode(exec))?;
+                        Ok(Entry::File {
+                            path: path.clone(),
+                            blob: None,
+                            size: 0,
+                            exec,
+                        })
+                    }
+                    Some((id, size)) => {
+                        self.link_blob(&id, exec, dst)?;
+                        Ok(blob_entry(id, size))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The blob and size of a file of a published store path, from its manifest (no hashing).
+    fn known_blob_of(&self, file: &Path) -> Option<(BlobId, u64)> {
+        let relative = file.strip_prefix(&self.dir).ok()?;
+        let mut components = relative.components();
+        let name = components
+            .next()?
+            .as_os_str()
+            .to_str()?
+            .parse::<StorePathName>()
+            .ok()?;
+        let inner = components.as_path().to_str()?;
+        let meta = self.cached_meta(&name)?;
+        let index = meta
+            .entries
+            .binary_search_by(|entry| entry.path().as_bytes().cmp(inner.as_bytes()))
+            .ok()?;
+        match &meta.entries[index] {
+            Entry::File {
+                blob: Some(id),
+                size,
+                ..
+            } => (self.has_blob(id, false) || self.has_blob(id, true)).then_some((*id, *size)),
+            Entry::File { blob: None, .. } => Some((BlobId::of(b""), 0)),
+            _ => None,
+        }
+    }
+
+    /// Make `out` read-only, flush, publish the metadata, then rename the tree to its final name.
+    ///
+    /// The metadata goes first, so a store path never exists without it (a crash in between leaves
+    /// metadata without a tree, which GC removes). A publisher that loses the rename race makes sure
+    /// the metadata describes the winner's tree, not its own.
+    fn commit(
+        &self,
+        base: &Path,
+        out: &Path,
+        name: &StorePathName,
+        meta: StorePathMeta,
+    ) -> Result<StorePath> {
+        fsutil::seal_dirs(out)?;
+        let meta_temp = base.join("meta.json");
+        fs_err::write(&meta_temp, meta.to_bytes()).ctx("write", &meta_temp)?;
+        set_mode(&meta_temp, 0o444)?;
+        if self.flush {
+            fsutil::flush_filesystem(&self.dir)?;
+        }
+        let final_path = self.path_of(name);
+        let meta_path = self.meta_path(name.as_str());
+        fs_err::rename(&meta_temp, &meta_path).ctx("publish", &meta_path)?;
+        match std::fs::rename(out, &final_path) {
+            Ok(()) => {}
+            Err(err) if matches!(err.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) => {
+                // Lost the race: the winner's tree is in place; its metadata must describe it.
+                let winner = self.manifest_of(&final_path)?;
+                if winner != meta.entries {
+                    let mut recovered = meta;
+                    recovered.entries = winner;
+                    let temp = base.join("meta-recovered.json");
+                    fs_err::write(&temp, recovered.to_bytes()).ctx("write", &temp)?;
+                    set_mode(&temp, 0o444)?;
+                    fs_err::rename(&temp, &meta_path).ctx("publish", &meta_path)?;
+                }
+            }
+            Err(err) => return Err(StoreError::io("publish", &final_path, err)),
+        }
+        if self.flush {
+            fsutil::fsync_dir(&self.dir.join(crate::store::META))?;
+            fsutil::fsync_dir(&self.dir)?;
+        }
+        Ok(StorePath::new(name.clone(), final_path))
+    }
+
+    /// The manifest of an existing tree (hashing every file).
+    pub(crate) fn manifest_of(&self, root: &Path) -> Result<Vec<Entry>> {
+        let mut entries = Vec::new();
+        let mut files = Vec::new();
+        for item in walkdir::WalkDir::new(root).follow_links(false).min_depth(1) {
+            let item = item.map_err(|err| {
+                let path = err.path().unwrap_or(root).to_path_buf();
+                StoreError::io(
+                    "walk",
+                    path,
+                    err.into_io_error()
+                        .unwrap_or_else(|| std::io::Error::other("walk")),
+                )
+            })?;
+            let relative = utf8_relative(root, item.path())?;
+            let file_type = item.file_type();
+            if file_type.is_dir() {
+                entries.push(Entry::Dir { path: relative });
+            } else if file_type.is_symlink() {
+                let target = fs_err::read_link(item.path()).ctx("read link", item.path())?;
+                entries.push(Entry::Link {
+                    path: relative,
+                    target: utf8_target(&target, item.path())?,
+                });
+            } else {
+                let mode = item
+                    .metadata()
+                    .map(|m| m.permissions().mode())
+                    .unwrap_or(0o444);
+                files.push((relative, item.path().to_path_buf(), mode & 0o111 != 0));
+            }
+        }
+        let file_entries: Vec<Entry> = files
+            .par_iter()
+            .map(|(relative, path, exec)| {
+                let (id, size) = blake3_file(path)?;
+                Ok(Entry::File {
+                    path: relative.clone(),
+                    blob: (size > 0).then_some(id),
+                    size,
+                    exec: *exec,
+                })
+            })
+            .collect::<Result<_>>()?;
+        entries.extend(file_entries);
+        sort_entries(&mut entries);
+        Ok(entries)
+    }
+}
+
+pub(crate) fn sort_entries(entries: &mut [Entry]) {
+    entries.sort_by(|a, b| a.path().as_bytes().cmp(b.path().as_bytes()));
+}
+
+pub(crate) fn new_meta(
+    name: &StorePathName,
+    kind: PathKind,
+    tree_hash: Option<TreeHash>,
+    references: &[StorePath],
+    entries: Vec<Entry>,
+) -> StorePathMeta {
+    let mut references: Vec<String> = references.iter().map(|r| r.name().to_string()).collect();
+    references.sort();
+    references.dedup();
+    StorePathMeta {
+        version: META_VERSION,
+        name: name.to_string(),
+        kind,
+        tree_hash,
+        references,
+        created: fsutil::unix_now(),
+        entries,
+    }
+}
+
+/// Check every planned path; return the directories to create (parents first) and the plan order.
+fn validate_plan(plan: &[PlannedFile]) -> Result<(Vec<String>, Vec<usize>)> {
+    let mut files = std::collections::BTreeSet::new();
+    let mut dirs = std::collections::BTreeSet::new();
+    for planned in plan {
+        let invalid = |reason| StoreError::InvalidPath {
+            path: planned.path.clone(),
+            reason,
+        };
+        let path = Path::new(&planned.path);
+        if planned.path.is_empty() || planned.path.ends_with('/') || planned.path.contains("//") {
+            return Err(invalid("empty path or empty component"));
+        }
+        if planned.path.contains('\0') {
+            return Err(invalid("NUL in path"));
+        }
+        let plain = planned
+            .path
+            .split('/')
+            .all(|part| part != "." && part != "..")
+            && path
+                .components()
+                .all(|component| matches!(component, Component::Normal(_)));
+        if !plain {
+            return Err(invalid(
+                "only plain relative components are allowed (no leading '/', '.', '..')",
+            ));
+        }
+        if !files.insert(planned.path.clone()) {
+            return Err(invalid("the same path is planned twice"));
+        }
+        let mut prefix = String::new();
+        let parts: Vec<&str> = planned.path.split('/').collect();
+        for part in &parts[..parts.len() - 1] {
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(part);
+            dirs.insert(prefix.clone());
+        }
+    }
+    if let Some(clash) = dirs.iter().find(|dir| files.contains(*dir)) {
+        return Err(StoreError::InvalidPath {
+            path: clash.clone(),
+            reason: "planned both as a file and as a directory",
+        });
+    }
+    let mut dirs: Vec<String> = dirs.into_iter().collect();
+    dirs.sort_by(|a, b| {
+        a.matches('/')
+            .count()
+            .cmp(&b.matches('/').count())
+            .then(a.as_bytes().cmp(b.as_bytes()))
+    });
+    Ok((dirs, (0..plan.len()).collect()))
+}
