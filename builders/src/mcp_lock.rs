@@ -1,1 +1,618 @@
-//! MCP server records for pack.lock (being written).
+//! `[[mcp_servers]]` records for pack.lock, and what a staged config runs instead of a server's
+//! written command.
+//!
+//! [`record`] turns the merged servers into records: npm servers (`npx`, `bunx`, `pnpm dlx`,
+//! `yarn dlx`) with an exact version or a dist-tag are resolved against their registry and pinned;
+//! an npx server's dependency tree is locked with npm; ranges, Git and tarball specs and
+//! `npx --package` are unpinned; PyPI and docker servers are recorded, not resolved; remote servers
+//! and other commands are unpinnable. A record applies only while its `definition` digest matches.
+//! [`launches_for`] / [`prepare_launches`] give the generation builder what to write instead.
+//!
+//! It must never put an env value, a header or an OAuth setting into a record, never move a pin
+//! without `update`, and never accept a refreshed version whose integrity changed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use agentpack_harness::mcp::McpSource;
+use agentpack_harness::{McpLaunch, McpServer, MergedServer};
+use agentpack_lockfile::keys::{mcp_definition_digest, DefinitionInput};
+use agentpack_lockfile::{Lockfile, McpRecord, McpStatus};
+use agentpack_store::{Store, StoreError, StorePath, StorePathName};
+
+use crate::npm::exec_spec::{ExecSpec, EXEC_SPEC_FILE};
+use crate::npm::registry::{registry_for, RegistryClient, RegistryError};
+use crate::npm::spec::{classify, Launch, NpmInvocation, NpmRunner};
+use crate::npm::tree::{lock_tree, tree_digest};
+use crate::npm::tree_store::existing_tree;
+
+/// How [`record`] may behave.
+#[derive(Debug, Clone, Default)]
+pub struct McpLockOptions {
+    /// Resolve dist-tags again (`lock --update`); otherwise recorded versions are kept.
+    pub update: bool,
+    /// Record a server whose registry cannot be reached as unpinned (`--allow-unpinned-mcp`,
+    /// `mcp add --allow-unpinned`) instead of failing.
+    pub allow_unpinned: bool,
+    /// Leave a server whose registry cannot be reached without a record, with a warning (`add`).
+    pub tolerate_unreachable: bool,
+    /// The npm program to lock npx trees with (`None`: npm is not on PATH; trees are not locked).
+    pub npm: Option<PathBuf>,
+    /// The environment's `npm_config_registry` (the caller reads the environment).
+    pub environment_registry: Option<String>,
+}
+
+/// What [`record`] produced.
+#[derive(Debug, Clone, Default)]
+pub struct McpLockOutcome {
+    /// One record per server that has one, sorted by name.
+    pub records: Vec<McpRecord>,
+    /// Trees not locked, servers left without a record, ...
+    pub warnings: Vec<String>,
+}
+
+/// Why the servers could not be recorded; nothing should be written.
+#[derive(Debug, thiserror::Error)]
+pub enum McpLockError {
+    /// The registry could not be reached.
+    #[error("cannot pin MCP server `{server}`: {source}\n  fix  check the network or npm_config_registry, or record it unpinned with `agentpack lock --allow-unpinned-mcp` (`agentpack mcp add ... --allow-unpinned`)")]
+    Unreachable {
+        /// The server.
+        server: String,
+        /// The cause.
+        #[source]
+        source: RegistryError,
+    },
+    /// The registry answered, but not with the package or version.
+    #[error("cannot pin MCP server `{server}`: {source}\n  fix  correct the package name or version in the server's definition")]
+    Registry {
+        /// The server.
+        server: String,
+        /// The cause.
+        #[source]
+        source: RegistryError,
+    },
+    /// A refresh found the locked version with another integrity.
+    #[error("MCP server `{server}`: the registry {registry} now reports integrity {new} for {package}@{version}, but pack.lock records {old}; pack.lock was not written\n  fix  find out why the registry changed a published version before trusting it")]
+    IntegrityChanged {
+        /// The server.
+        server: String,
+        /// The package.
+        package: String,
+        /// The version.
+        version: String,
+        /// The registry.
+        registry: String,
+        /// The recorded integrity.
+        old: String,
+        /// The integrity the registry reports now.
+        new: String,
+    },
+    /// The HTTP client could not be built.
+    #[error("cannot set up an HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+}
+
+/// The `definition` digest of a server (type, command, url, args, cwd; never env, headers, OAuth).
+pub fn definition_digest(server: &McpServer) -> String {
+    mcp_definition_digest(&DefinitionInput {
+        server_type: server.kind.as_deref(),
+        command: server.command.as_deref(),
+        url: server.url.as_deref(),
+        args: &server.args,
+        cwd: server.cwd.as_deref(),
+    })
+}
+
+/// The `source` field: `plugin`, `manifest` or `.agents`.
+pub fn source_label(source: &McpSource) -> &'static str {
+    match source {
+        McpSource::Plugin { .. } => "plugin",
+        McpSource::Manifest => "manifest",
+        McpSource::DotAgents => ".agents",
+    }
+}
+
+/// The manifest's definition in the renderer's terms (for `mcp add`).
+pub fn from_manifest_server(server: &agentpack_lockfile::McpServer) -> McpServer {
+    McpServer {
+        kind: server.server_type.clone(),
+        command: server.command.clone(),
+        args: server.args.clone(),
+        env: server.env.clone(),
+        url: server.url.clone(),
+        disabled: server.disabled.then_some(true),
+        headers: server.headers.clone(),
+        cwd: server.cwd.clone(),
+        oauth: None,
+    }
+}
+
+/// The record of `server` in `lock`, if there is one and its digest matches the definition.
+pub fn current_record<'l>(lock: &'l Lockfile, server: &MergedServer) -> Option<&'l McpRecord> {
+    lock.mcp_server(&server.name)
+        .filter(|r| r.definition == definition_digest(&server.server))
+}
+
+/// Records every server (see the module docs). `old` supplies the versions to keep.
+pub fn record(
+    servers: &[MergedServer],
+    old: &Lockfile,
+    options: &McpLockOptions,
+) -> Result<McpLockOutcome, McpLockError> {
+    let mut client = None;
+    let mut outcome = McpLockOutcome::default();
+    for server in servers {
+        let previous = old.mcp_server(&server.name);
+        if let Some(record) =
+            record_server(server, previous, options, &mut client, &mut outcome.warnings)?
+        {
+            outcome.records.push(record);
+        }
+    }
+    outcome.records.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(outcome)
+}
+
+fn client_of(slot: &mut Option<RegistryClient>) -> Result<&RegistryClient, McpLockError> {
+    let client = match slot.take() {
+        Some(client) => client,
+        None => RegistryClient::new()?,
+    };
+    Ok(slot.insert(client))
+}
+
+/// Records one server; `None` when it is left without a record (unreachable registry under
+/// `tolerate_unreachable`).
+pub fn record_server(
+    server: &MergedServer,
+    previous: Option<&McpRecord>,
+    options: &McpLockOptions,
+    client: &mut Option<RegistryClient>,
+    warnings: &mut Vec<String>,
+) -> Result<Option<McpRecord>, McpLockError> {
+    let definition = &server.server;
+    let digest = definition_digest(definition);
+    let launch = classify(
+        definition.command.as_deref(),
+        &definition.args,
+        definition.url.as_deref(),
+    );
+    let source = source_label(&server.source);
+    let new = |status| McpRecord::new(&server.name, source, launch.launcher(), status, &digest);
+    let record = match &launch {
+        Launch::Remote { host } => {
+            let mut r = new(McpStatus::Unpinnable);
+            r.host.clone_from(host);
+            r.reason = Some("a remote server: what it runs is decided by its host".into());
+            r
+        }
+        Launch::Command { command } => {
+            let mut r = new(McpStatus::Unpinnable);
+            r.command = Some(command.clone());
+            r.reason = Some("a local command agentpack cannot pin".into());
+            r
+        }
+        Launch::Pypi { requested } => {
+            let exact = requested.as_deref().and_then(|s| s.split_once("=="));
+            let mut r = new(if exact.is_some() {
+                McpStatus::Pinned
+            } else {
+                McpStatus::Unpinned
+            });
+            r.requested.clone_from(requested);
+            if let Some((package, version)) = exact {
+                r.package = Some(package.to_owned());
+                r.version = Some(version.to_owned());
+            } else {
+                r.reason = Some(
+                    "PyPI servers are recorded, not resolved; write pkg==1.2.3 to fix what runs"
+                        .into(),
+                );
+            }
+            r
+        }
+        Launch::Docker { image } => {
+            let pinned = image.as_deref().is_some_and(|i| i.contains("@sha256:"));
+            let mut r = new(if pinned {
+                McpStatus::Pinned
+            } else {
+                McpStatus::Unpinned
+            });
+            r.requested.clone_from(image);
+            if !pinned {
+                r.reason = Some(
+                    "docker servers are recorded, not resolved; write image@sha256:... to fix what runs"
+                        .into(),
+                );
+            }
+            r
+        }
+        Launch::Npm(invocation) => {
+            return record_npm(server, invocation, &digest, previous, options, client, warnings)
+        }
+    };
+    Ok(Some(record))
+}
+
+fn record_npm(
+    server: &MergedServer,
+    invocation: &NpmInvocation,
+    digest: &str,
+    previous: Option<&McpRecord>,
+    options: &McpLockOptions,
+    client: &mut Option<RegistryClient>,
+    warnings: &mut Vec<String>,
+) -> Result<Option<McpRecord>, McpLockError> {
+    let source = source_label(&server.source);
+    let mut record = McpRecord::new(&server.name, source, "npm", McpStatus::Unpinned, digest);
+    record.requested.clone_from(&invocation.requested);
+    let request = match &invocation.request {
+        Ok(request) => request,
+        Err(reason) => {
+            record.reason = Some(reason.clone());
+            return Ok(Some(record));
+        }
+    };
+    let registry = registry_for(&server.server.env, options.environment_registry.as_deref());
+    let reusable = previous.filter(|p| {
+        !options.update
+            && p.definition == digest
+            && p.status == McpStatus::Pinned
+            && p.package.as_deref() == Some(request.name.as_str())
+            && p.registry.as_deref() == Some(registry.as_str())
+            && p.version.is_some()
+            && p.integrity.is_some()
+    });
+    if let Some(kept) = reusable {
+        let mut kept = kept.clone();
+        kept.source = source.to_owned();
+        let needs_tree = invocation.runner == NpmRunner::Npx && kept.tree.is_empty();
+        if needs_tree && options.npm.is_some() {
+            // Locks made before trees were recorded get them at the version they already pin.
+            let exact = crate::npm::spec::PackageRequest {
+                name: request.name.clone(),
+                version: crate::npm::spec::VersionRequest::Exact(
+                    kept.version.clone().unwrap_or_default(),
+                ),
+            };
+            match client_of(client)?.resolve(&registry, &exact) {
+                Ok(resolved) => {
+                    add_tree(&mut kept, resolved.bin, &registry, options, warnings);
+                }
+                Err(error) => warnings.push(format!(
+                    "MCP server `{}`: the dependency tree of {}@{} was not locked ({error}); it keeps its top-level pin and starts through npx",
+                    server.name,
+                    request.name,
+                    kept.version.as_deref().unwrap_or_default()
+                )),
+            }
+        }
+        return Ok(Some(kept));
+    }
+    let resolved = match client_of(client)?.resolve(&registry, request) {
+        Ok(resolved) => resolved,
+        Err(source) => {
+            let unreachable = source.is_unreachable();
+            if options.allow_unpinned {
+                record.allow_unpinned = true;
+                record.package = Some(request.name.clone());
+                record.registry = Some(registry);
+                record.reason = Some(format!("not pinned: {source}"));
+                return Ok(Some(record));
+            }
+            if unreachable && options.tolerate_unreachable {
+                warnings.push(format!(
+                    "MCP server `{}` was not pinned ({source}); it has no record and runs as written until `agentpack lock` can pin it",
+                    server.name
+                ));
+                return Ok(None);
+            }
+            let server = server.name.clone();
+            return Err(if unreachable {
+                McpLockError::Unreachable { server, source }
+            } else {
+                McpLockError::Registry { server, source }
+            });
+        }
+    };
+    if let Some(p) = previous.filter(|p| {
+        p.status == McpStatus::Pinned
+            && p.package.as_deref() == Some(resolved.name.as_str())
+            && p.version.as_deref() == Some(resolved.version.as_str())
+            && p.registry.as_deref() == Some(registry.as_str())
+    }) {
+        if let Some(old) = p.integrity.as_deref().filter(|old| *old != resolved.integrity) {
+            return Err(McpLockError::IntegrityChanged {
+                server: server.name.clone(),
+                package: resolved.name,
+                version: resolved.version,
+                registry,
+                old: old.to_owned(),
+                new: resolved.integrity,
+            });
+        }
+    }
+    record.status = McpStatus::Pinned;
+    record.package = Some(resolved.name.clone());
+    record.version = Some(resolved.version.clone());
+    record.integrity = Some(resolved.integrity.clone());
+    record.registry = Some(registry.clone());
+    if invocation.runner == NpmRunner::Npx {
+        add_tree(&mut record, resolved.bin, &registry, options, warnings);
+    }
+    Ok(Some(record))
+}
+
+/// Locks the npx tree of a pinned record with npm; on any failure the record keeps its top-level
+/// pin and a warning says so.
+fn add_tree(
+    record: &mut McpRecord,
+    bin: Option<String>,
+    registry: &str,
+    options: &McpLockOptions,
+    warnings: &mut Vec<String>,
+) {
+    let package = record.package.clone().unwrap_or_default();
+    let version = record.version.clone().unwrap_or_default();
+    let keep = |why: String| {
+        format!(
+            "MCP server `{}`: the dependency tree of {package}@{version} was not locked ({why}); it keeps its top-level pin and starts through npx",
+            record.name
+        )
+    };
+    let Some(npm) = &options.npm else {
+        warnings.push(keep("npm is not on PATH".into()));
+        return;
+    };
+    let Some(bin) = bin else {
+        warnings.push(keep("the package names no executable".into()));
+        return;
+    };
+    match lock_tree(npm, registry, &package, &version) {
+        Ok(tree) => {
+            let top = format!("node_modules/{package}");
+            let Some(top_entry) = tree.iter().find(|e| e.path == top) else {
+                warnings.push(keep(format!("npm's tree has no {top}")));
+                return;
+            };
+            if top_entry.version != version
+                || record.integrity.as_deref() != Some(top_entry.integrity.as_str())
+            {
+                warnings.push(keep(format!(
+                    "npm resolved {top} to {} with another integrity",
+                    top_entry.version
+                )));
+                return;
+            }
+            record.tree_digest = Some(tree_digest(&tree));
+            record.bin = Some(bin);
+            record.tree = tree;
+        }
+        Err(error) => warnings.push(keep(error.to_string())),
+    }
+}
+
+/// The spec-file paths of tree-locked servers and the store paths a generation must reference.
+#[derive(Debug, Clone, Default)]
+pub struct ExecSpecs {
+    /// Server name -> the spec file (inside a store path).
+    pub paths: BTreeMap<String, PathBuf>,
+    /// The spec store paths (each references its npm-tree store path once that exists).
+    pub references: Vec<StorePath>,
+}
+
+/// Publishes the mcp-exec spec of every current, tree-locked record among `servers` as a store
+/// path (no registry contact; nothing secret is in a spec).
+pub fn publish_exec_specs(
+    store: &Store,
+    lock: &Lockfile,
+    servers: &[MergedServer],
+) -> Result<ExecSpecs, StoreError> {
+    let mut out = ExecSpecs::default();
+    for server in servers {
+        let Some(spec) = current_record(lock, server).and_then(ExecSpec::from_record) else {
+            continue;
+        };
+        let bytes = spec.to_bytes();
+        let tree = existing_tree(store, &spec.tree_digest);
+        let mut inputs = bytes.clone();
+        if let Some(tree) = &tree {
+            inputs.extend_from_slice(tree.name().as_str().as_bytes());
+        }
+        let label = format!("mcp-exec-{}", spec.package.replace('/', "-"));
+        let name = StorePathName::from_inputs(&inputs, &label);
+        let references: Vec<StorePath> = tree.into_iter().collect();
+        let path = store.publish_built(&name, &references, |dir, _| {
+            std::fs::write(dir.join(EXEC_SPEC_FILE), &bytes)?;
+            Ok(())
+        })?;
+        out.paths
+            .insert(server.name.clone(), path.path().join(EXEC_SPEC_FILE));
+        if !out.references.iter().any(|r| r.name() == path.name()) {
+            out.references.push(path);
+        }
+    }
+    Ok(out)
+}
+
+/// What to write instead of each server's command: `agentpack mcp-exec --spec <spec> -- <args>`
+/// for a tree-locked npx server whose spec is in `spec_paths`, and the runner with `pkg@<exact>`
+/// for any other current pinned npm record. Servers without a current pinned record are absent
+/// (they run as written).
+pub fn launches_for(
+    lock: &Lockfile,
+    servers: &[MergedServer],
+    agentpack_exe: &Path,
+    spec_paths: &BTreeMap<String, PathBuf>,
+) -> BTreeMap<String, McpLaunch> {
+    let mut launches = BTreeMap::new();
+    for server in servers {
+        let Some(record) = current_record(lock, server) else {
+            continue;
+        };
+        if record.status != McpStatus::Pinned || record.launcher != "npm" {
+            continue;
+        }
+        let Launch::Npm(invocation) = classify(
+            server.server.command.as_deref(),
+            &server.server.args,
+            server.server.url.as_deref(),
+        ) else {
+            continue;
+        };
+        let (Some(index), Some(package), Some(version)) = (
+            invocation.spec_index,
+            record.package.as_deref(),
+            record.version.as_deref(),
+        ) else {
+            continue;
+        };
+        if let Some(spec) = spec_paths.get(&server.name) {
+            let mut args = vec![
+                "mcp-exec".to_owned(),
+                "--spec".to_owned(),
+                spec.display().to_string(),
+                "--".to_owned(),
+            ];
+            args.extend(invocation.server_args.iter().cloned());
+            launches.insert(
+                server.name.clone(),
+                McpLaunch {
+                    command: agentpack_exe.display().to_string(),
+                    args,
+                },
+            );
+            continue;
+        }
+        let mut args = server.server.args.clone();
+        args[index] = format!("{package}@{version}");
+        launches.insert(
+            server.name.clone(),
+            McpLaunch {
+                command: server.server.command.clone().unwrap_or_default(),
+                args,
+            },
+        );
+    }
+    launches
+}
+
+/// Everything the generation builder needs for MCP servers.
+#[derive(Debug, Clone, Default)]
+pub struct PreparedLaunches {
+    /// `GenerationInputs::mcp_launch`.
+    pub launches: BTreeMap<String, McpLaunch>,
+    /// Store paths the generation must reference (GC roots for the specs and npm trees).
+    pub references: Vec<StorePath>,
+    /// One warning naming every server that runs unlocked (empty when none does).
+    pub warnings: Vec<String>,
+}
+
+/// [`publish_exec_specs`] + [`launches_for`] + [`unlocked_warning`].
+pub fn prepare_launches(
+    store: &Store,
+    lock: &Lockfile,
+    servers: &[MergedServer],
+    agentpack_exe: &Path,
+) -> Result<PreparedLaunches, StoreError> {
+    let specs = publish_exec_specs(store, lock, servers)?;
+    Ok(PreparedLaunches {
+        launches: launches_for(lock, servers, agentpack_exe, &specs.paths),
+        references: specs.references,
+        warnings: unlocked_warning(lock, servers).into_iter().collect(),
+    })
+}
+
+/// One warning naming every server that runs unlocked: no current record (never locked, or
+/// edited since), or recorded unpinned. Unpinnable servers are not named (nothing can lock them).
+pub fn unlocked_warning(lock: &Lockfile, servers: &[MergedServer]) -> Option<String> {
+    let mut named = Vec::new();
+    for server in servers {
+        match lock.mcp_server(&server.name) {
+            None => named.push(format!("{} (no record)", server.name)),
+            Some(r) if r.definition != definition_digest(&server.server) => {
+                named.push(format!("{} (edited since it was locked)", server.name));
+            }
+            Some(r) if r.status == McpStatus::Unpinned => {
+                named.push(format!("{} (unpinned)", server.name));
+            }
+            Some(_) => {}
+        }
+    }
+    (!named.is_empty()).then(|| {
+        format!(
+            "MCP servers run as written, unlocked: {}; run `agentpack lock` to record them",
+            named.join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn merged(name: &str, command: &str, args: &[&str]) -> MergedServer {
+        MergedServer {
+            name: name.into(),
+            server: McpServer {
+                command: Some(command.into()),
+                args: args.iter().map(|s| (*s).to_owned()).collect(),
+                ..McpServer::default()
+            },
+            source: McpSource::Manifest,
+        }
+    }
+
+    #[test]
+    fn offline_classes_need_no_registry() {
+        let servers = vec![
+            merged("range", "npx", &["-y", "pkg@^1.2"]),
+            merged("py", "uvx", &["mcp-x==1.0"]),
+            merged("local", "node", &["server.js"]),
+        ];
+        let out = record(&servers, &Lockfile::default(), &McpLockOptions::default()).unwrap();
+        let by = |n: &str| out.records.iter().find(|r| r.name == n).unwrap();
+        assert_eq!(by("range").status, McpStatus::Unpinned);
+        assert!(by("range").reason.as_deref().unwrap().contains("range"));
+        assert_eq!(by("py").status, McpStatus::Pinned);
+        assert_eq!(by("py").version.as_deref(), Some("1.0"));
+        assert_eq!(by("local").status, McpStatus::Unpinnable);
+        assert_eq!(by("local").launcher, "command");
+    }
+
+    #[test]
+    fn env_never_changes_the_digest() {
+        let a = merged("a", "npx", &["x"]);
+        let mut b = a.clone();
+        b.server.env.insert("TOKEN".into(), "secret".into());
+        b.server.headers.insert("Authorization".into(), "Bearer s".into());
+        assert_eq!(definition_digest(&a.server), definition_digest(&b.server));
+    }
+
+    #[test]
+    fn pinned_launch_replaces_only_the_spec() {
+        let server = merged("p", "npx", &["-y", "pkg@latest", "--flag"]);
+        let mut lock = Lockfile::default();
+        let mut r = McpRecord::new(
+            "p",
+            "manifest",
+            "npm",
+            McpStatus::Pinned,
+            &definition_digest(&server.server),
+        );
+        r.package = Some("pkg".into());
+        r.version = Some("1.2.3".into());
+        lock.mcp_servers.push(r);
+        let launches = launches_for(&lock, &[server.clone()], Path::new("/ap"), &BTreeMap::new());
+        assert_eq!(launches["p"].args, vec!["-y", "pkg@1.2.3", "--flag"]);
+        let mut specs = BTreeMap::new();
+        specs.insert("p".to_owned(), PathBuf::from("/s/mcp-exec.json"));
+        let launches = launches_for(&lock, &[server], Path::new("/ap"), &specs);
+        assert_eq!(launches["p"].command, "/ap");
+        assert_eq!(
+            launches["p"].args,
+            vec!["mcp-exec", "--spec", "/s/mcp-exec.json", "--", "--flag"]
+        );
+    }
+}

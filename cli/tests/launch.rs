@@ -3,7 +3,7 @@
 //! documented invocation and that nothing under the user's real agent homes changed beyond what the
 //! docs allow. The project depends on a local path package, so no network is involved.
 
-#![allow(clippy::unwrap_used)] // tests may unwrap (HELPERS.md)
+#![allow(clippy::unwrap_used, clippy::print_stderr)] // tests may unwrap and say why they skip (HELPERS.md)
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -28,7 +28,12 @@ out="$STANDIN_RECORD/$(basename "$0").txt"
     fi
   done
   ls "$AGENTPACK_HOME/cache/store/v1/leases" 2>/dev/null | sed 's/^/lease:/'
-} > "$out"
+} > "$out.tmp"
+mv "$out.tmp" "$out"
+if [ -n "$STANDIN_WAIT" ]; then
+  i=0
+  while [ ! -e "$STANDIN_WAIT" ] && [ $i -lt 400 ]; do sleep 0.025; i=$((i+1)); done
+fi
 exit "${STANDIN_EXIT:-0}"
 "#;
 
@@ -87,7 +92,10 @@ fn setup() -> Option<Launch> {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     let pkg = iso.project.join("pkg");
-    write(&pkg.join(".claude-plugin/plugin.json"), r#"{"name": "demo", "version": "1.0.0"}"#);
+    write(
+        &pkg.join(".claude-plugin/plugin.json"),
+        r#"{"name": "demo", "version": "1.0.0"}"#,
+    );
     write(
         &pkg.join("skills/demo-skill/SKILL.md"),
         "---\nname: demo-skill\ndescription: A demo skill staged by agentpack for the launch tests.\n---\nSay DEMO.\n",
@@ -96,19 +104,31 @@ fn setup() -> Option<Launch> {
         &pkg.join("agents/reviewer.md"),
         "---\nname: reviewer\ndescription: Reviews code for the launch tests.\n---\nReview the code.\n",
     );
-    write(&pkg.join("commands/hello.md"), "---\ndescription: Say hello\n---\nSay hello.\n");
+    write(
+        &pkg.join("commands/hello.md"),
+        "---\ndescription: Say hello\n---\nSay hello.\n",
+    );
     write(
         &iso.project.join("agentpack.toml"),
         "name = \"demo\"\nversion = \"0.1.0\"\n\n[dependencies]\n\"demo\" = { path = \"pkg\" }\n\n[mcp.servers.retrieval]\ncommand = \"uvx\"\nargs = [\"mcp-retrieval\"]\nenv = { API_KEY = \"sk-SENTINEL\" }\n",
     );
     // The user's real agent configuration.
     let home = &iso.home;
-    write(&home.join(".claude/settings.json"), "{\"theme\": \"dark\"}\n");
+    write(
+        &home.join(".claude/settings.json"),
+        "{\"theme\": \"dark\"}\n",
+    );
     write(&home.join(".claude.json"), "{}\n");
     write(&home.join(".codex/config.toml"), "model = \"gpt-5\"\n");
     write(&home.join(".codex/auth.json"), "{}\n");
-    write(&home.join(".config/opencode/opencode.json"), "{\"provider\": {}}\n");
-    write(&home.join(".cursor/cli-config.json"), "{\"editor\": {\"vimMode\": true}}\n");
+    write(
+        &home.join(".config/opencode/opencode.json"),
+        "{\"provider\": {}}\n",
+    );
+    write(
+        &home.join(".cursor/cli-config.json"),
+        "{\"editor\": {\"vimMode\": true}}\n",
+    );
     write(&home.join(".grok/config.toml"), "model = \"grok-4\"\n");
     write(&home.join(".gemini/settings.json"), "{}\n");
     Some(Launch { iso, bin, record })
@@ -181,7 +201,11 @@ impl Launch {
 
     fn leases_now(&self) -> usize {
         std::fs::read_dir(self.iso.agentpack_home.join("cache/store/v1/leases"))
-            .map(|d| d.flatten().filter(|e| e.file_name().to_string_lossy().ends_with(".json")).count())
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+                    .count()
+            })
             .unwrap_or(0)
     }
 }
@@ -189,20 +213,32 @@ impl Launch {
 /// Every path under `root` with its type, mode, and content or link target.
 fn snapshot(root: &Path) -> BTreeMap<String, String> {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
         for entry in entries.flatten() {
             let path = entry.path();
             let meta = std::fs::symlink_metadata(&path).unwrap();
-            let key = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let key = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
             let mode = meta.permissions().mode() & 0o7777;
             if meta.file_type().is_symlink() {
-                out.insert(key, format!("link {}", std::fs::read_link(&path).unwrap().display()));
+                out.insert(
+                    key,
+                    format!("link {}", std::fs::read_link(&path).unwrap().display()),
+                );
             } else if meta.is_dir() {
                 out.insert(key, format!("dir {mode:o}"));
                 walk(root, &path, out);
             } else {
                 let bytes = std::fs::read(&path).unwrap();
-                out.insert(key, format!("file {mode:o} {}", String::from_utf8_lossy(&bytes)));
+                out.insert(
+                    key,
+                    format!("file {mode:o} {}", String::from_utf8_lossy(&bytes)),
+                );
             }
         }
     }
@@ -217,19 +253,31 @@ fn changed(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) 
     keys.sort();
     keys.dedup();
     keys.into_iter()
-        .filter(|k| !k.starts_with(".local/") && !k.starts_with(".cache/") && *k != ".local" && *k != ".cache")
+        .filter(|k| {
+            !k.starts_with(".local/")
+                && !k.starts_with(".cache/")
+                && *k != ".local"
+                && *k != ".cache"
+        })
         .filter(|k| before.get(*k) != after.get(*k))
         .cloned()
         .collect()
 }
 
-
 #[test]
 fn claude_gets_the_plugin_dir_inline_settings_yolo_and_the_trailing_args() {
     let Some(t) = setup() else { return };
     let before = snapshot(&t.iso.home);
-    let output = t.run(&["--yolo", "claude", "--model", "opus"], &[("STANDIN_EXIT", "3")]);
-    assert_eq!(output.status.code(), Some(3), "{}", String::from_utf8_lossy(&output.stderr));
+    let output = t.run(
+        &["--yolo", "claude", "--model", "opus"],
+        &[("STANDIN_EXIT", "3")],
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let seen = t.seen("claude");
     let generation = t.generation();
     let bundle = generation.join("plugins/agentpack-bundle");
@@ -238,15 +286,24 @@ fn claude_gets_the_plugin_dir_inline_settings_yolo_and_the_trailing_args() {
     assert_eq!(seen.args[2], "--settings");
     let settings: serde_json::Value = serde_json::from_str(&seen.args[3]).unwrap();
     assert_eq!(settings["includeCoAuthoredBy"], false);
-    assert_eq!(&seen.args[4..], ["--dangerously-skip-permissions", "--model", "opus"]);
+    assert_eq!(
+        &seen.args[4..],
+        ["--dangerously-skip-permissions", "--model", "opus"]
+    );
     assert_eq!(seen.env["CLAUDE_CONFIG_DIR"], "<unset>");
     assert_eq!(seen.env["HOME"], t.iso.home.to_string_lossy());
     assert!(
-        seen.files.iter().any(|f| f.ends_with("plugins/agentpack-bundle/skills/demo-skill/SKILL.md")),
+        seen.files
+            .iter()
+            .any(|f| f.ends_with("plugins/agentpack-bundle/skills/demo-skill/SKILL.md")),
         "{:?}",
         seen.files
     );
-    assert!(seen.env.values().any(|v| v == "sk-SENTINEL"), "secret as a variable: {:?}", seen.env);
+    assert!(
+        seen.env.values().any(|v| v == "sk-SENTINEL"),
+        "secret as a variable: {:?}",
+        seen.env
+    );
     assert_eq!(seen.cwd, t.project().to_string_lossy());
     // A lease was held while the agent ran, and released after.
     assert!(seen.leases >= 1, "{seen:?}");
@@ -259,7 +316,13 @@ fn arguments_after_a_double_dash_reach_the_agent_unchanged() {
     let Some(t) = setup() else { return };
     t.ok(&["claude", "--", "--mode", "x", "--yolo"], &[]);
     let seen = t.seen("claude");
-    assert!(!seen.args.contains(&"--dangerously-skip-permissions".to_string()), "{:?}", seen.args);
+    assert!(
+        !seen
+            .args
+            .contains(&"--dangerously-skip-permissions".to_string()),
+        "{:?}",
+        seen.args
+    );
     assert_eq!(&seen.args[seen.args.len() - 3..], ["--mode", "x", "--yolo"]);
 }
 
@@ -278,15 +341,42 @@ fn cursor_agent_runs_in_a_synthetic_home_with_the_agents_link() {
     );
     let seen = t.seen("cursor-agent");
     let project = t.project();
-    assert_eq!(seen.args, ["--trust", "--force", "--workspace", &*project.to_string_lossy(), "-p", "hello"]);
+    assert_eq!(
+        seen.args,
+        [
+            "--trust",
+            "--force",
+            "--workspace",
+            &*project.to_string_lossy(),
+            "-p",
+            "hello"
+        ]
+    );
     let fake_home = PathBuf::from(&seen.env["HOME"]);
     assert_ne!(fake_home, t.iso.home);
-    assert_eq!(seen.env["CURSOR_CONFIG_DIR"], fake_home.join(".cursor").to_string_lossy());
-    assert_eq!(seen.env["CURSOR_DATA_DIR"], t.iso.home.join(".cursor").to_string_lossy());
-    assert_eq!(seen.env["CARGO_HOME"], t.iso.home.join(".cargo").to_string_lossy());
-    assert!(seen.files.iter().any(|f| f.ends_with(".cursor/skills/demo-skill/SKILL.md")), "{:?}", seen.files);
+    assert_eq!(
+        seen.env["CURSOR_CONFIG_DIR"],
+        fake_home.join(".cursor").to_string_lossy()
+    );
+    assert_eq!(
+        seen.env["CURSOR_DATA_DIR"],
+        t.iso.home.join(".cursor").to_string_lossy()
+    );
+    assert_eq!(
+        seen.env["CARGO_HOME"],
+        t.iso.home.join(".cargo").to_string_lossy()
+    );
+    assert!(
+        seen.files
+            .iter()
+            .any(|f| f.ends_with(".cursor/skills/demo-skill/SKILL.md")),
+        "{:?}",
+        seen.files
+    );
     let link = t.iso.project.join(".cursor/agents");
-    assert!(std::fs::read_link(&link).unwrap().starts_with(t.generation()));
+    assert!(std::fs::read_link(&link)
+        .unwrap()
+        .starts_with(t.generation()));
     assert_eq!(
         changed(&before, &snapshot(&t.iso.home)),
         [".config/Cursor", ".config/cursor"],
@@ -306,11 +396,21 @@ fn opencode_gets_a_config_root_and_yolo_permission() {
     assert_eq!(seen.args, ["--model", "anthropic/x"]);
     let root = PathBuf::from(&seen.env["OPENCODE_CONFIG_DIR"]);
     assert!(root.starts_with(&t.iso.agentpack_home), "{root:?}");
-    assert!(seen.files.iter().any(|f| f.ends_with("skills/demo-skill/SKILL.md")), "{:?}", seen.files);
+    assert!(
+        seen.files
+            .iter()
+            .any(|f| f.ends_with("skills/demo-skill/SKILL.md")),
+        "{:?}",
+        seen.files
+    );
     let config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(root.join("opencode.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(root.join("opencode.json")).unwrap())
+            .unwrap();
     assert_eq!(config["permission"], "allow");
-    assert!(config["provider"].is_object(), "seeded from the user's config");
+    assert!(
+        config["provider"].is_object(),
+        "seeded from the user's config"
+    );
     assert!(changed(&before, &snapshot(&t.iso.home)).is_empty());
 }
 
@@ -320,15 +420,35 @@ fn codex_gets_a_home_with_history_links_and_the_yolo_flag() {
     let before = snapshot(&t.iso.home);
     t.ok(&["--yolo", "codex", "--model", "gpt-5-codex"], &[]);
     let seen = t.seen("codex");
-    assert_eq!(seen.args, ["--dangerously-bypass-approvals-and-sandbox", "--model", "gpt-5-codex"]);
+    assert_eq!(
+        seen.args,
+        [
+            "--dangerously-bypass-approvals-and-sandbox",
+            "--model",
+            "gpt-5-codex"
+        ]
+    );
     let home = PathBuf::from(&seen.env["CODEX_HOME"]);
     assert!(home.to_string_lossy().contains("/ap-c/"), "{home:?}");
-    assert!(seen.files.iter().any(|f| f.ends_with("skills/demo-skill/SKILL.md")), "{:?}", seen.files);
+    assert!(
+        seen.files
+            .iter()
+            .any(|f| f.ends_with("skills/demo-skill/SKILL.md")),
+        "{:?}",
+        seen.files
+    );
     let config = std::fs::read_to_string(home.join("config.toml")).unwrap();
-    assert!(config.contains("model = \"gpt-5\"") && config.contains("sk-SENTINEL"), "{config}");
+    assert!(
+        config.contains("model = \"gpt-5\"") && config.contains("sk-SENTINEL"),
+        "{config}"
+    );
     assert_eq!(
         changed(&before, &snapshot(&t.iso.home)),
-        [".codex/archived_sessions", ".codex/history.jsonl", ".codex/sessions"]
+        [
+            ".codex/archived_sessions",
+            ".codex/history.jsonl",
+            ".codex/sessions"
+        ]
     );
 }
 
@@ -339,10 +459,24 @@ fn grok_gets_its_home_and_cwd() {
     t.ok(&["--yolo", "grok", "-m", "x"], &[]);
     let seen = t.seen("grok");
     let project = t.project();
-    assert_eq!(seen.args, ["--always-approve", "--cwd", &*project.to_string_lossy(), "-m", "x"]);
+    assert_eq!(
+        seen.args,
+        [
+            "--always-approve",
+            "--cwd",
+            &*project.to_string_lossy(),
+            "-m",
+            "x"
+        ]
+    );
     let home = PathBuf::from(&seen.env["GROK_HOME"]);
-    assert!(home.starts_with(t.iso.agentpack_home.join("projects")), "{home:?}");
-    assert!(home.join("plugins/agentpack-bundle/skills/demo-skill/SKILL.md").is_file());
+    assert!(
+        home.starts_with(t.iso.agentpack_home.join("projects")),
+        "{home:?}"
+    );
+    assert!(home
+        .join("plugins/agentpack-bundle/skills/demo-skill/SKILL.md")
+        .is_file());
     assert_eq!(changed(&before, &snapshot(&t.iso.home)), [".grok/sessions"]);
 }
 
@@ -353,12 +487,22 @@ fn agy_gets_add_dir_and_the_workspace_plugin_link() {
     t.ok(&["--yolo", "agy"], &[]);
     let seen = t.seen("agy");
     let project = t.project();
-    assert_eq!(seen.args, ["--dangerously-skip-permissions", "--add-dir", &*project.to_string_lossy()]);
+    assert_eq!(
+        seen.args,
+        [
+            "--dangerously-skip-permissions",
+            "--add-dir",
+            &*project.to_string_lossy()
+        ]
+    );
     let link = t.iso.project.join(".agents/plugins/agentpack-bundle");
     assert!(link.join("plugin.json").is_file());
     assert!(changed(&before, &snapshot(&t.iso.home)).is_empty());
     t.ok(&["codex"], &[]);
-    assert!(std::fs::symlink_metadata(&link).is_err(), "other launchers remove it");
+    assert!(
+        std::fs::symlink_metadata(&link).is_err(),
+        "other launchers remove it"
+    );
 }
 
 #[test]
@@ -368,7 +512,10 @@ fn a_missing_agent_is_a_clear_error() {
     let output = t.run(&["grok"], &[("PATH", "/usr/bin:/bin")]);
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("Grok is not installed") && stderr.contains("GROK_PATH"), "{stderr}");
+    assert!(
+        stderr.contains("Grok is not installed") && stderr.contains("GROK_PATH"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -376,7 +523,13 @@ fn an_unchanged_project_skips_the_sync() {
     let Some(t) = setup() else { return };
     t.ok(&["claude"], &[]);
     let record = t.iso.agentpack_home.join("projects");
-    let record = std::fs::read_dir(&record).unwrap().next().unwrap().unwrap().path().join("launch/default-claude.json");
+    let record = std::fs::read_dir(&record)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("launch/default-claude.json");
     let stamp = || std::fs::metadata(&record).unwrap().modified().unwrap();
     let first = stamp();
     std::thread::sleep(std::time::Duration::from_millis(20));
@@ -386,7 +539,75 @@ fn an_unchanged_project_skips_the_sync() {
     let full = stamp();
     assert_ne!(full, first, "AGENTPACK_FULL_VERIFY=1 syncs");
     std::thread::sleep(std::time::Duration::from_millis(20));
-    write(&t.iso.project.join(".agents/skills/local/SKILL.md"), "---\nname: local\ndescription: x\n---\nx\n");
+    write(
+        &t.iso.project.join(".agents/skills/local/SKILL.md"),
+        "---\nname: local\ndescription: x\n---\nx\n",
+    );
     t.ok(&["claude"], &[]);
-    assert_ne!(stamp(), full, "a visible change syncs");
+    let overlay = stamp();
+    assert_ne!(overlay, full, "a visible change syncs");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    write(
+        &t.iso.project.join("pkg/skills/demo-skill/SKILL.md"),
+        "---\nname: demo-skill\ndescription: Changed.\n---\nChanged.\n",
+    );
+    t.ok(&["claude"], &[]);
+    assert_ne!(stamp(), overlay, "an edit of a path dependency syncs");
+    let bundle = t
+        .generation()
+        .join("plugins/agentpack-bundle/skills/demo-skill/SKILL.md");
+    assert!(std::fs::read_to_string(bundle)
+        .unwrap()
+        .contains("Changed."));
+}
+
+#[test]
+fn a_running_agent_keeps_its_generation_while_a_later_launch_switches_the_pointer() {
+    let Some(t) = setup() else { return };
+    let release = t.record.join("release");
+    let path = format!(
+        "{}:{}",
+        t.bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut first = t
+        .iso
+        .command(&assert_cmd::cargo::cargo_bin("agentpack"), None)
+        .env("PATH", &path)
+        .env("STANDIN_RECORD", &t.record)
+        .env("STANDIN_WAIT", &release)
+        .arg("claude")
+        .spawn()
+        .unwrap();
+    let started = t.record.join("claude.txt");
+    for _ in 0..400 {
+        if started.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    let seen = t.seen("claude");
+    let old_bundle = PathBuf::from(&seen.args[1]);
+    assert_eq!(
+        t.leases_now(),
+        2,
+        "the launcher and the agent hold leases while it runs"
+    );
+    // A change to ./.agents makes the next launch build and select another generation.
+    write(
+        &t.iso.project.join(".agents/skills/local/SKILL.md"),
+        "---\nname: local\ndescription: A local skill.\n---\nLocal.\n",
+    );
+    t.ok(&["codex"], &[]);
+    assert_ne!(
+        t.generation().join("plugins/agentpack-bundle"),
+        old_bundle,
+        "the pointer moved"
+    );
+    // The running agent's generation is untouched and still holds what it was launched with.
+    assert!(old_bundle.join("skills/demo-skill/SKILL.md").is_file());
+    assert!(!old_bundle.join("skills/local").exists());
+    std::fs::write(&release, "").unwrap();
+    assert!(first.wait().unwrap().success());
+    assert_eq!(t.leases_now(), 0);
 }

@@ -38,7 +38,7 @@ pub enum HookExecError {
     },
     #[error("the hook spec {path} is not valid: {message}\n  fix  run `agentpack sync` to stage the hooks again")]
     Parse { path: PathBuf, message: String },
-    #[error("the hook spec {path} is for {found} {found_event}, but {agent} called it for {event}")]
+    #[error("the hook spec {path} is for {found} {found_event}, but {agent} called it for {event}\n  fix  run `agentpack sync` to stage the hooks again")]
     Mismatch {
         path: PathBuf,
         found: String,
@@ -97,14 +97,18 @@ fn payload_tool(payload: &[u8]) -> Option<String> {
 
 /// Whether a matcher (`*`, empty, `Edit|Write`, `mcp__.*`) selects `tool`.
 pub fn matcher_selects(matcher: Option<&str>, tool: Option<&str>) -> bool {
-    let Some(matcher) = matcher.map(str::trim).filter(|m| !m.is_empty() && *m != "*" && *m != ".*") else {
+    let Some(matcher) = matcher
+        .map(str::trim)
+        .filter(|m| !m.is_empty() && *m != "*" && *m != ".*")
+    else {
         return true;
     };
     let Some(tool) = tool else {
         return true;
     };
     matcher.split('|').any(|alternative| {
-        let alternative = alternative.trim_matches(|c| c == '(' || c == ')' || c == '^' || c == '$');
+        let alternative =
+            alternative.trim_matches(|c| c == '(' || c == ')' || c == '^' || c == '$');
         match alternative.strip_suffix(".*") {
             Some(prefix) => tool.starts_with(prefix),
             None => alternative == tool,
@@ -340,7 +344,11 @@ mod tests {
             None,
             root,
         );
-        let out = dispatch(Agent::Claude, &spec("claude", vec![h]), b"{\"tool_name\":\"Bash\"}");
+        let out = dispatch(
+            Agent::Claude,
+            &spec("claude", vec![h]),
+            b"{\"tool_name\":\"Bash\"}",
+        );
         let root_text = root.to_string_lossy();
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
@@ -358,7 +366,11 @@ mod tests {
     fn antigravity_never_answers_allow_and_a_block_wins() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let allow = handler(r#"echo '{"decision":"allow","systemMessage":"ok"}'"#, None, root);
+        let allow = handler(
+            r#"echo '{"decision":"allow","systemMessage":"ok"}'"#,
+            None,
+            root,
+        );
         let out = dispatch(Agent::Antigravity, &spec("agy", vec![allow.clone()]), b"{}");
         assert_eq!(out.exit_code, 0);
         let answer: Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -32,7 +32,11 @@ fn agents_bin() -> Option<PathBuf> {
 }
 
 /// Prepares `agent`'s layer and runs its real binary through the launch command with `probe`.
-fn run_probe(agent: Agent, probe: &[&str], extra: &[&str]) -> Option<(String, launch_common::World)> {
+fn run_probe(
+    agent: Agent,
+    probe: &[&str],
+    extra: &[&str],
+) -> Option<(String, launch_common::World)> {
     let bin = agents_bin()?;
     let w = launch_common::world(&PathBuf::from("/usr/local/bin/agentpack"));
     let user = w.user_env();
@@ -59,7 +63,11 @@ fn run_probe(agent: Agent, probe: &[&str], extra: &[&str]) -> Option<(String, la
     .ok()
     .and_then(|t| launch::inline_settings(&t));
     let mut args: Vec<OsString> = probe.iter().map(OsString::from).collect();
-    args.extend(extra.iter().map(|a| OsString::from(a.replace("{gen}", &w.generation.to_string_lossy()))));
+    args.extend(
+        extra
+            .iter()
+            .map(|a| OsString::from(a.replace("{gen}", &w.generation.to_string_lossy()))),
+    );
     let command = launch::build_command(&LaunchRequest {
         agent,
         program,
@@ -87,13 +95,22 @@ fn run_probe(agent: Agent, probe: &[&str], extra: &[&str]) -> Option<(String, la
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(output.status.success(), "{:?} {:?} failed:\n{text}", command.program, command.args);
+    assert!(
+        output.status.success(),
+        "{:?} {:?} failed:\n{text}",
+        command.program,
+        command.args
+    );
     Some((text, w))
 }
 
 #[test]
 fn claude_validates_the_bundle_the_launcher_points_at() {
-    let Some((text, _w)) = run_probe(Agent::Claude, &["plugin", "validate"], &["{gen}/plugins/agentpack-bundle"]) else {
+    let Some((text, _w)) = run_probe(
+        Agent::Claude,
+        &["plugin", "validate"],
+        &["{gen}/plugins/agentpack-bundle"],
+    ) else {
         return;
     };
     assert!(text.contains("agentpack-bundle:demo-skill"), "{text}");
@@ -116,5 +133,8 @@ fn opencode_lists_the_pack_skill_from_the_prepared_root() {
     };
     assert!(text.contains("demo-skill"), "{text}");
     assert!(text.contains("A demo skill staged by agentpack"), "{text}");
-    assert!(text.contains(&*w.state_dir.join("homes").to_string_lossy()), "read from the home layer: {text}");
+    assert!(
+        text.contains(&*w.state_dir.join("homes").to_string_lossy()),
+        "read from the home layer: {text}"
+    );
 }

@@ -13,7 +13,12 @@ use agentpack_harness::home_layer::{self, HomeLayerRequest, PreparedHome, Worksp
 use agentpack_harness::Agent;
 use launch_common::{changed, tree_digest, world, World};
 
-fn request<'a>(w: &'a World, agent: Agent, user: &'a home_layer::UserEnv, yolo: bool) -> HomeLayerRequest<'a> {
+fn request<'a>(
+    w: &'a World,
+    agent: Agent,
+    user: &'a home_layer::UserEnv,
+    yolo: bool,
+) -> HomeLayerRequest<'a> {
     HomeLayerRequest {
         agent,
         generation: &w.generation,
@@ -55,18 +60,29 @@ fn codex_gets_a_short_writable_home_with_bridged_credentials_and_history() {
     let prepared = prepare(&w, Agent::Codex, false);
     let home = prepared.root.clone().unwrap();
     assert_eq!(prepared.env["CODEX_HOME"], home.as_os_str());
-    assert!(home.starts_with(w.staging_root.join("ap-c/0123456789abcdef/default")), "{home:?}");
     assert!(
-        home.as_os_str().len() + home_layer::CODEX_SOCKET_SUFFIX.len() <= home_layer::MAX_SOCKET_PATH
+        home.starts_with(w.staging_root.join("ap-c/0123456789abcdef/default")),
+        "{home:?}"
     );
-    assert!(std::fs::read_to_string(home.parent().unwrap().parent().unwrap().join(".agentpack-project"))
-        .unwrap()
-        .contains(&*w.project.to_string_lossy()));
+    assert!(
+        home.as_os_str().len() + home_layer::CODEX_SOCKET_SUFFIX.len()
+            <= home_layer::MAX_SOCKET_PATH
+    );
+    assert!(std::fs::read_to_string(
+        home.parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join(".agentpack-project")
+    )
+    .unwrap()
+    .contains(&*w.project.to_string_lossy()));
     // Skills: pack content is a hard link (never a file symlink); the user's are linked beside it.
     let skill = home.join("skills/demo-skill/SKILL.md");
     let meta = std::fs::symlink_metadata(&skill).unwrap();
     assert!(meta.is_file());
-    let staged = std::fs::metadata(w.generation.join("codex-home/skills/demo-skill/SKILL.md")).unwrap();
+    let staged =
+        std::fs::metadata(w.generation.join("codex-home/skills/demo-skill/SKILL.md")).unwrap();
     assert_eq!(meta.ino(), staged.ino());
     assert_eq!(
         std::fs::read_link(home.join("skills/mine")).unwrap(),
@@ -82,25 +98,45 @@ fn codex_gets_a_short_writable_home_with_bridged_credentials_and_history() {
     assert!(parsed.get("commit_attribution").is_none());
     assert_eq!(parsed["cli_auth_credentials_store"].as_str(), Some("file"));
     assert_eq!(parsed["mcp_oauth_credentials_store"].as_str(), Some("file"));
-    assert_eq!(parsed["sqlite_home"].as_str(), Some(&*w.home.join(".codex").to_string_lossy()));
-    assert!(config.contains("sk-SENTINEL"), "the secret is materialised here: {config}");
+    assert_eq!(
+        parsed["sqlite_home"].as_str(),
+        Some(&*w.home.join(".codex").to_string_lossy())
+    );
+    assert!(
+        config.contains("sk-SENTINEL"),
+        "the secret is materialised here: {config}"
+    );
     assert_eq!(mode_of(&home.join("config.toml")), 0o600);
-    assert!(!std::fs::read_to_string(w.generation.join("codex-home/config.toml")).unwrap().contains("sk-SENTINEL"));
+    assert!(
+        !std::fs::read_to_string(w.generation.join("codex-home/config.toml"))
+            .unwrap()
+            .contains("sk-SENTINEL")
+    );
     // Credentials and history links.
-    assert_eq!(std::fs::read_link(home.join("auth.json")).unwrap(), w.home.join(".codex/auth.json"));
+    assert_eq!(
+        std::fs::read_link(home.join("auth.json")).unwrap(),
+        w.home.join(".codex/auth.json")
+    );
     assert_eq!(
         std::fs::read_link(home.join(".credentials.json")).unwrap(),
         w.state_dir.join("codex-mcp-oauth/.credentials.json")
     );
     assert!(w.state_dir.join("codex-mcp-oauth/mcp-oauth-locks").is_dir());
     for name in ["sessions", "archived_sessions", "history.jsonl"] {
-        assert_eq!(std::fs::read_link(home.join(name)).unwrap(), w.home.join(".codex").join(name));
+        assert_eq!(
+            std::fs::read_link(home.join(name)).unwrap(),
+            w.home.join(".codex").join(name)
+        );
     }
     // Only the documented native history paths appeared under the real HOME.
     let after = tree_digest(&w.home);
     assert_eq!(
         changed(&before, &after),
-        [".codex/archived_sessions", ".codex/history.jsonl", ".codex/sessions"]
+        [
+            ".codex/archived_sessions",
+            ".codex/history.jsonl",
+            ".codex/sessions"
+        ]
     );
 }
 
@@ -115,9 +151,14 @@ fn codex_without_a_real_auth_file_links_the_shared_one() {
         w.agentpack_home.join("shared/codex/auth.json")
     );
     // A long staging root falls back to /var/tmp.
-    let long = w.root.join("a-staging-root-that-is-far-too-long-for-a-socket-path");
+    let long = w
+        .root
+        .join("a-staging-root-that-is-far-too-long-for-a-socket-path");
     let dir = home_layer::codex_home_dir(Some(&long), "0123456789abcdef", "default", "0a1b2c3d");
-    assert_eq!(dir, Path::new("/var/tmp/ap-c/0123456789abcdef/default/g-0a1b2c3d"));
+    assert_eq!(
+        dir,
+        Path::new("/var/tmp/ap-c/0123456789abcdef/default/g-0a1b2c3d")
+    );
 }
 
 #[test]
@@ -127,8 +168,15 @@ fn opencode_gets_a_writable_root_seeded_from_the_user_config() {
     let prepared = prepare(&w, Agent::OpenCode, true);
     let root = prepared.root.clone().unwrap();
     assert_eq!(prepared.env["OPENCODE_CONFIG_DIR"], root.as_os_str());
-    assert!(root.starts_with(w.state_dir.join("homes/default/0a1b2c3d")), "{root:?}");
-    assert!(std::fs::symlink_metadata(root.join("skills/demo-skill/SKILL.md")).unwrap().is_file());
+    assert!(
+        root.starts_with(w.state_dir.join("homes/default/0a1b2c3d")),
+        "{root:?}"
+    );
+    assert!(
+        std::fs::symlink_metadata(root.join("skills/demo-skill/SKILL.md"))
+            .unwrap()
+            .is_file()
+    );
     assert!(root.join("agents/reviewer.md").is_file());
     assert_eq!(
         std::fs::read_link(root.join("agents/mine.md")).unwrap(),
@@ -136,13 +184,18 @@ fn opencode_gets_a_writable_root_seeded_from_the_user_config() {
     );
     std::fs::write(root.join(".gitignore"), "node_modules\n").unwrap();
     let config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(root.join("opencode.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(root.join("opencode.json")).unwrap())
+            .unwrap();
     assert_eq!(config["provider"]["acme"]["name"], "Acme");
     assert!(config["mcp"]["user-srv"].is_object() && config["mcp"]["retrieval"].is_object());
     assert_eq!(config["permission"], "allow", "--yolo");
     assert_eq!(mode_of(&root.join("opencode.json")), 0o600);
     // JSON agents get their secrets as variables.
-    assert!(prepared.env.values().any(|v| v == "sk-SENTINEL"), "{:?}", prepared.env);
+    assert!(
+        prepared.env.values().any(|v| v == "sk-SENTINEL"),
+        "{:?}",
+        prepared.env
+    );
     assert!(changed(&before, &tree_digest(&w.home)).is_empty());
 }
 
@@ -155,21 +208,38 @@ fn cursor_runs_in_a_synthetic_home_and_the_agents_link_is_tracked() {
     let dot = fake.join(".cursor");
     assert_eq!(prepared.env["HOME"], fake.as_os_str());
     assert_eq!(prepared.env["CURSOR_CONFIG_DIR"], dot.as_os_str());
-    assert_eq!(prepared.env["CURSOR_DATA_DIR"], w.home.join(".cursor").as_os_str());
-    assert_eq!(prepared.env["CARGO_HOME"], w.home.join(".cargo").as_os_str());
-    assert_eq!(prepared.env["DOCKER_CONFIG"], w.home.join(".docker").as_os_str());
+    assert_eq!(
+        prepared.env["CURSOR_DATA_DIR"],
+        w.home.join(".cursor").as_os_str()
+    );
+    assert_eq!(
+        prepared.env["CARGO_HOME"],
+        w.home.join(".cargo").as_os_str()
+    );
+    assert_eq!(
+        prepared.env["DOCKER_CONFIG"],
+        w.home.join(".docker").as_os_str()
+    );
     assert_eq!(
         std::fs::read_link(dot.join("skills/demo-skill")).unwrap(),
-        w.generation.join("cursor/agentpack-bundle/skills/demo-skill")
+        w.generation
+            .join("cursor/agentpack-bundle/skills/demo-skill")
     );
     assert_eq!(
         std::fs::read_link(dot.join("skills/user-skill")).unwrap(),
         w.home.join(".cursor/skills/user-skill")
     );
-    assert_eq!(std::fs::read_link(dot.join("chats")).unwrap(), w.home.join(".cursor/chats"));
+    assert_eq!(
+        std::fs::read_link(dot.join("chats")).unwrap(),
+        w.home.join(".cursor/chats")
+    );
     let config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dot.join("cli-config.json")).unwrap()).unwrap();
-    assert!(!std::fs::symlink_metadata(dot.join("cli-config.json")).unwrap().file_type().is_symlink());
+        serde_json::from_str(&std::fs::read_to_string(dot.join("cli-config.json")).unwrap())
+            .unwrap();
+    assert!(!std::fs::symlink_metadata(dot.join("cli-config.json"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
     assert_eq!(config["attribution"]["attributeCommitsToAgent"], false);
     assert_eq!(config["editor"]["vimMode"], true);
     let mcp: serde_json::Value =
@@ -198,15 +268,24 @@ fn cursor_runs_in_a_synthetic_home_and_the_agents_link_is_tracked() {
 
     // Another launcher removes it and makes its own; bare sync removes every one.
     let agy = prepare(&w, Agent::Antigravity, false);
-    assert!(std::fs::symlink_metadata(&link).is_err(), "the Cursor link is gone");
+    assert!(
+        std::fs::symlink_metadata(&link).is_err(),
+        "the Cursor link is gone"
+    );
     let plugin = w.project.join(".agents/plugins/agentpack-bundle");
-    assert_eq!(std::fs::read_link(&plugin).unwrap(), w.generation.join("agy/agentpack-bundle"));
+    assert_eq!(
+        std::fs::read_link(&plugin).unwrap(),
+        w.generation.join("agy/agentpack-bundle")
+    );
     assert_eq!(agy.workspace_links.len(), 1);
     let mut links = WorkspaceLinks::load(&w.state_dir).unwrap();
     assert!(links.remove_all_except(None).unwrap().is_empty());
     links.save().unwrap();
     assert!(std::fs::symlink_metadata(&plugin).is_err());
-    assert!(WorkspaceLinks::load(&w.state_dir).unwrap().links().is_empty());
+    assert!(WorkspaceLinks::load(&w.state_dir)
+        .unwrap()
+        .links()
+        .is_empty());
 }
 
 #[test]
@@ -215,7 +294,14 @@ fn a_real_agents_directory_in_the_workspace_is_left_alone() {
     launch_common::write(&w.project.join(".cursor/agents/own.md"), "mine");
     let prepared = prepare(&w, Agent::Cursor, false);
     assert!(prepared.workspace_links.is_empty());
-    assert!(prepared.warnings.iter().any(|m| m.contains("not a link agentpack made")), "{:?}", prepared.warnings);
+    assert!(
+        prepared
+            .warnings
+            .iter()
+            .any(|m| m.contains("not a link agentpack made")),
+        "{:?}",
+        prepared.warnings
+    );
     assert!(w.project.join(".cursor/agents/own.md").is_file());
     let _ = prepare(&w, Agent::Claude, false);
     assert!(w.project.join(".cursor/agents/own.md").is_file());
@@ -229,18 +315,27 @@ fn grok_home_syncs_credentials_through_the_shared_copy() {
     let home = prepared.root.clone().unwrap();
     assert_eq!(prepared.env["GROK_HOME"], home.as_os_str());
     assert_eq!(home, w.state_dir.join("grok-homes/default/0a1b2c3d"));
-    let config: toml::Table = toml::from_str(&std::fs::read_to_string(home.join("config.toml")).unwrap()).unwrap();
+    let config: toml::Table =
+        toml::from_str(&std::fs::read_to_string(home.join("config.toml")).unwrap()).unwrap();
     assert_eq!(config["model"].as_str(), Some("grok-4"));
     let enabled = config["plugins"]["enabled"].as_array().unwrap();
-    assert!(enabled.iter().any(|v| v.as_str() == Some("agentpack-bundle")));
+    assert!(enabled
+        .iter()
+        .any(|v| v.as_str() == Some("agentpack-bundle")));
     assert!(config["mcp_servers"]["retrieval"].is_table());
     assert_eq!(mode_of(&home.join("config.toml")), 0o600);
     assert_eq!(
         std::fs::read_link(home.join("plugins/agentpack-bundle")).unwrap(),
         w.generation.join("grok/agentpack-bundle")
     );
-    assert_eq!(std::fs::read_link(home.join("sessions")).unwrap(), w.home.join(".grok/sessions"));
-    assert_eq!(std::fs::read_to_string(home.join("auth.json")).unwrap(), "{\"token\": \"grok\"}\n");
+    assert_eq!(
+        std::fs::read_link(home.join("sessions")).unwrap(),
+        w.home.join(".grok/sessions")
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join("auth.json")).unwrap(),
+        "{\"token\": \"grok\"}\n"
+    );
     assert_eq!(mode_of(&home.join("auth.json")), 0o600);
     // Grok refreshes its token; after the launch the shared copy has it, the real file is untouched.
     std::fs::write(home.join("auth.json"), "{\"token\": \"refreshed\"}\n").unwrap();
@@ -268,4 +363,77 @@ fn claude_needs_no_home_and_a_missing_tree_is_reported() {
     missing.generation = &empty;
     let err = home_layer::prepare(&missing).unwrap_err();
     assert!(err.to_string().contains("agentpack sync"), "{err}");
+}
+
+#[test]
+fn layers_of_generations_nobody_uses_are_pruned() {
+    let w = world(&exe());
+    for agent in [Agent::Codex, Agent::OpenCode, Agent::Grok, Agent::Cursor] {
+        prepare(&w, agent, false);
+    }
+    // A layer of an older generation, and one a live launch still holds.
+    let old = w.state_dir.join("homes/default/deadbeef/opencode");
+    let held = w.state_dir.join("grok-homes/default/cafebabe");
+    let old_codex = w
+        .staging_root
+        .join("ap-c/0123456789abcdef/default/g-deadbeef");
+    for dir in [&old, &held, &old_codex] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::os::unix::fs::symlink(w.home.join(".codex/sessions"), old_codex.join("sessions")).unwrap();
+    std::fs::create_dir_all(w.home.join(".codex/sessions")).unwrap();
+    std::fs::write(w.home.join(".codex/sessions/s.jsonl"), "{}").unwrap();
+    let keep = ["0a1b2c3d".to_string(), "cafebabe".to_string()]
+        .into_iter()
+        .collect();
+    let removed = home_layer::prune_layers(
+        &w.state_dir,
+        "default",
+        "0123456789abcdef",
+        Some(&w.staging_root),
+        &keep,
+    )
+    .unwrap();
+    assert_eq!(removed.len(), 2, "{removed:?}");
+    assert!(!old.exists() && !old_codex.exists());
+    assert!(held.is_dir());
+    assert!(
+        w.home.join(".codex/sessions/s.jsonl").is_file(),
+        "links are not followed"
+    );
+    assert!(w
+        .state_dir
+        .join("homes/default/0a1b2c3d/opencode/opencode.json")
+        .is_file());
+    assert!(w
+        .staging_root
+        .join("ap-c/0123456789abcdef/default/g-0a1b2c3d/config.toml")
+        .is_file());
+}
+
+#[test]
+fn codex_homes_of_projects_that_are_gone_are_removed_unless_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path();
+    let gone = base.join("ap-c/1111111111111111");
+    let running = base.join("ap-c/2222222222222222");
+    let alive = base.join("ap-c/3333333333333333");
+    let unmarked = base.join("ap-c/4444444444444444");
+    for (project, path) in [
+        (&gone, "/nonexistent/project-a"),
+        (&running, "/nonexistent/project-b"),
+        (&alive, &*base.to_string_lossy()),
+    ] {
+        std::fs::create_dir_all(project.join("default/g-aaaaaaaa")).unwrap();
+        std::fs::write(project.join(".agentpack-project"), format!("{path}\n")).unwrap();
+    }
+    std::fs::create_dir_all(running.join("default/g-bbbbbbbb")).unwrap();
+    std::fs::create_dir_all(unmarked.join("default/g-aaaaaaaa")).unwrap();
+    let live = ["bbbbbbbb".to_string()].into_iter().collect();
+    let removed = home_layer::prune_orphan_codex_homes(base, &live).unwrap();
+    assert!(!gone.exists(), "{removed:?}");
+    assert!(running.join("default/g-bbbbbbbb").is_dir());
+    assert!(!running.join("default/g-aaaaaaaa").exists());
+    assert!(alive.join("default/g-aaaaaaaa").is_dir());
+    assert!(unmarked.join("default/g-aaaaaaaa").is_dir());
 }

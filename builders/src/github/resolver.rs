@@ -153,6 +153,8 @@ pub struct Resolver {
     rest: RestClient,
     cache: Arc<dyn MetadataCache>,
     rest_down: AtomicBool,
+    /// Skip fresh cached lookups (`lock --update`): ask GitHub, fall back to the cache only when stale.
+    refresh: AtomicBool,
     ls_refs_memo: Mutex<HashMap<String, Result<RemoteRefs, SourceFailure>>>,
     clock: fn() -> SystemTime,
 }
@@ -188,6 +190,7 @@ impl Resolver {
             rest,
             cache,
             rest_down: AtomicBool::new(false),
+            refresh: AtomicBool::new(false),
             ls_refs_memo: Mutex::new(HashMap::new()),
             clock: SystemTime::now,
         })
@@ -201,6 +204,17 @@ impl Resolver {
     /// The REST client (fetching uses it for tarballs).
     pub fn rest(&self) -> &RestClient {
         &self.rest
+    }
+
+    /// With `true`, fresh cached refs and tag lists are not trusted: every lookup asks GitHub first
+    /// (the cache still answers, with a warning, when GitHub cannot). Commands that move pins on
+    /// purpose (`lock --update`, `update`, `sync --update-lock`) set it, so a branch moves at once.
+    pub fn set_refresh(&self, refresh: bool) {
+        self.refresh.store(refresh, Ordering::SeqCst);
+    }
+
+    fn trusts_fresh_cache(&self) -> bool {
+        !self.refresh.load(Ordering::SeqCst)
     }
 
     /// Has REST been unavailable during this session?
@@ -299,7 +313,7 @@ impl Resolver {
         let now = (self.clock)();
         let key = ref_key(&repo.key(), reference);
         let cached = self.cache.get(&key);
-        if let Some(entry) = cached.as_ref().filter(|entry| entry.is_fresh(REF_TTL, now)) {
+        if let Some(entry) = cached.as_ref().filter(|entry| self.trusts_fresh_cache() && entry.is_fresh(REF_TTL, now)) {
             if let Some(commit) = full_commit(&entry.value) {
                 return Ok(ResolvedRef {
                     commit,
@@ -312,7 +326,7 @@ impl Resolver {
         let tags_entry = self.cache.get(&tags_key(&repo.key()));
         if let Some(entry) = tags_entry
             .as_ref()
-            .filter(|entry| entry.is_fresh(TAGS_TTL, now))
+            .filter(|entry| self.trusts_fresh_cache() && entry.is_fresh(TAGS_TTL, now))
         {
             if let Some(tag) = parse_tags(&entry.value)
                 .into_iter()
@@ -424,7 +438,7 @@ impl Resolver {
         let cached = self.cache.get(&key);
         if let Some(entry) = cached
             .as_ref()
-            .filter(|entry| entry.is_fresh(TAGS_TTL, now))
+            .filter(|entry| self.trusts_fresh_cache() && entry.is_fresh(TAGS_TTL, now))
         {
             return Ok(TagList {
                 tags: parse_tags(&entry.value),

@@ -1,1 +1,83 @@
-//! npm registry pins and locked trees (being written).
+//! npm for MCP servers: reading a server's npm runner and spec, resolving dist-tags and versions
+//! against a registry, locking an npx server's dependency tree with npm, and the npm-tree store
+//! path `agentpack mcp-exec` starts a tree-locked server from.
+//!
+//! Nothing here runs a package script: npm is only asked for a package-lock
+//! (`--ignore-scripts`), and trees are unpacked by agentpack itself. Nothing here reads the
+//! environment or prints.
+//!
+//! | need | call |
+//! | --- | --- |
+//! | what does a server run? | [`spec::classify`] |
+//! | which registry? | [`registry::registry_for`] |
+//! | resolve a tag / version | [`registry::RegistryClient::resolve`] |
+//! | lock the tree | [`tree::lock_tree`], [`tree::tree_digest`] |
+//! | the mcp-exec spec | [`exec_spec::ExecSpec`] |
+//! | start: ready the tree | [`tree_store::ensure_tree`], [`tree_store::bin_script`] |
+
+pub mod exec_spec;
+pub mod integrity;
+pub mod registry;
+pub mod spec;
+pub mod tree;
+pub mod tree_store;
+
+use std::path::PathBuf;
+
+use agentpack_store::Store;
+
+pub use exec_spec::{ExecSpec, ExecSpecError};
+pub use registry::{RegistryClient, RegistryError, PUBLIC_REGISTRY};
+pub use tree_store::{ReadyTree, TreeStoreError};
+
+/// What `mcp-exec` runs: `node <script> <args...>`.
+#[derive(Debug, Clone)]
+pub struct ExecPlan {
+    /// The package's executable inside the npm-tree store path.
+    pub script: PathBuf,
+    /// The tree.
+    pub ready: ReadyTree,
+}
+
+/// Why `mcp-exec` cannot start a server.
+#[derive(Debug, thiserror::Error)]
+pub enum McpExecError {
+    /// The spec cannot be used.
+    #[error(transparent)]
+    Spec(#[from] ExecSpecError),
+    /// The tree could not be made ready.
+    #[error(transparent)]
+    Tree(#[from] TreeStoreError),
+    /// The HTTP client could not be built.
+    #[error("cannot set up an HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+    /// The executable is missing from the unpacked package.
+    #[error("{package}@{version} has no executable `{bin}` ({})\n  fix  run `agentpack lock --update` to record the package again", script.display())]
+    NoBin {
+        /// Package.
+        package: String,
+        /// Version.
+        version: String,
+        /// The bin path in the package.
+        bin: String,
+        /// Where it was looked for.
+        script: PathBuf,
+    },
+}
+
+/// Reads a spec file and makes its tree ready; returns what to run with `node`.
+pub fn prepare_exec(store: &Store, spec_path: &std::path::Path) -> Result<ExecPlan, McpExecError> {
+    let spec = ExecSpec::load(spec_path)?;
+    let client = RegistryClient::new()?;
+    let ready = tree_store::ensure_tree(store, &spec, &client)?;
+    let script = tree_store::bin_script(&ready.tree, &spec);
+    if !script.is_file() {
+        return Err(McpExecError::NoBin {
+            package: spec.package,
+            version: spec.version,
+            bin: spec.bin,
+            script,
+        });
+    }
+    Ok(ExecPlan { script, ready })
+}

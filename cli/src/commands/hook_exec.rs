@@ -5,7 +5,6 @@
 //! handlers did (exit 2 blocks). It is called by agents, not people, so it prints nothing of its own
 //! except a refusal when the spec cannot be read.
 
-
 use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;

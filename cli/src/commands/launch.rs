@@ -12,7 +12,7 @@
 //! killed. Warnings are printed before the agent starts; nothing is printed after it exits except
 //! errors.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use agentpack_harness::home_layer::{self, HomeLayerRequest, UserEnv};
 use agentpack_harness::launch::{self, fingerprint, LaunchRequest, SecretRecord};
 use agentpack_harness::{Agent, SecretLayer};
-use agentpack_store::{LeaseOptions, Store, StoreOptions};
+use agentpack_store::{LeaseOptions, LeaseState, Store, StoreOptions};
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
@@ -39,12 +39,21 @@ pub struct LaunchArgs {
 
     /// Arguments passed to the agent unchanged; put `--` before them when one looks like an
     /// agentpack flag.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
     pub args: Vec<OsString>,
 }
 
 /// Variables the launcher reads for binary paths and the home layers.
-const BRIDGED: [&str; 4] = ["CURSOR_DATA_DIR", "CARGO_HOME", "RUSTUP_HOME", "DOCKER_CONFIG"];
+const BRIDGED: [&str; 4] = [
+    "CURSOR_DATA_DIR",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "DOCKER_CONFIG",
+];
 
 /// Runs `agent` with `args`.
 pub fn run(ctx: &Context, agent: Agent, args: &LaunchArgs) -> Result<ExitCode> {
@@ -67,11 +76,16 @@ pub fn run(ctx: &Context, agent: Agent, args: &LaunchArgs) -> Result<ExitCode> {
     };
     let generation = staged.generation.clone();
 
-    let store = Store::open(&staged.agentpack_home.join("cache"), StoreOptions::default())
-        .context("cannot open the store to take a lease on the generation")?;
+    let store = Store::open(
+        &staged.agentpack_home.join("cache"),
+        StoreOptions::default(),
+    )
+    .context("cannot open the store to take a lease on the generation")?;
     let store_path = store.store_path_of(&generation);
     let lease = match &store_path {
-        Some(path) => Some(store.acquire_lease(std::slice::from_ref(path), LeaseOptions::default())?),
+        Some(path) => {
+            Some(store.acquire_lease(std::slice::from_ref(path), LeaseOptions::default())?)
+        }
         None => {
             output::warn(&format!(
                 "{} is not in the store; launching without a lease, so `agentpack gc` may remove it while {} runs",
@@ -82,7 +96,15 @@ pub fn run(ctx: &Context, agent: Agent, args: &LaunchArgs) -> Result<ExitCode> {
         }
     };
 
-    let result = launch_with_lease(ctx, agent, args, &program, &staged, &store, store_path.as_ref());
+    let result = launch_with_lease(
+        ctx,
+        agent,
+        args,
+        &program,
+        &staged,
+        &store,
+        store_path.as_ref(),
+    );
     if let Some(lease) = &lease {
         let _ = store.release_lease(lease);
     }
@@ -121,11 +143,13 @@ fn launch_with_lease(
         yolo: ctx.yolo,
         workspace: &workspace,
     };
-    let prepared = home_layer::prepare(&request).with_context(|| {
-        format!("cannot prepare the {} home layer", agent.display_name())
-    })?;
+    let prepared = home_layer::prepare(&request)
+        .with_context(|| format!("cannot prepare the {} home layer", agent.display_name()))?;
     for warning in &prepared.warnings {
         output::warn(warning);
+    }
+    if let Err(error) = prune_unused_layers(store, staged, staging_override.as_deref()) {
+        output::warn(&format!("cannot remove unused home layers: {error:#}"));
     }
     let settings = if agent == Agent::Claude {
         let file = launch::claude_bundle(&staged.generation).join("agentpack-settings.json");
@@ -156,7 +180,9 @@ fn launch_with_lease(
                 pid: Some(pid),
                 ..LeaseOptions::default()
             };
-            child_lease = store.acquire_lease(std::slice::from_ref(path), options).ok();
+            child_lease = store
+                .acquire_lease(std::slice::from_ref(path), options)
+                .ok();
         }
     })
     .with_context(|| format!("cannot start {}", command.program.display()))?;
@@ -167,6 +193,40 @@ fn launch_with_lease(
         output::warn(&format!("{error}"));
     }
     Ok(code)
+}
+
+/// Removes this project's and mode's home layers of generations that neither this launch nor a
+/// live lease uses, and the Codex homes of projects that are gone.
+fn prune_unused_layers(
+    store: &Store,
+    staged: &Staged,
+    staging_override: Option<&Path>,
+) -> Result<()> {
+    let mut keep: BTreeSet<String> = BTreeSet::new();
+    keep.insert(home_layer::generation_id(&staged.generation));
+    for (lease, state) in store.leases()? {
+        if state == LeaseState::Live {
+            keep.extend(
+                lease
+                    .record
+                    .paths
+                    .iter()
+                    .map(|name| home_layer::generation_id(Path::new(name))),
+            );
+        }
+    }
+    home_layer::prune_layers(
+        &staged.state_dir,
+        &staged.mode_dir,
+        &staged.project_hash,
+        staging_override,
+        &keep,
+    )?;
+    // Codex homes of projects that no longer exist, wherever they were put.
+    for base in staging_override.into_iter().chain([Path::new("/var/tmp")]) {
+        home_layer::prune_orphan_codex_homes(base, &keep)?;
+    }
+    Ok(())
 }
 
 fn user_env() -> Result<UserEnv> {
@@ -222,7 +282,9 @@ fn fingerprint_inputs(
 ) -> fingerprint::FingerprintInputs {
     let lock = project_root.join(LOCK_FILE);
     let cache = agentpack_home.join("cache");
-    let cache_entries = agentpack_lockfile::Lockfile::load(&lock)
+    // Cache entries of the lock, then the source directories of path dependencies (re-copied on
+    // every sync, so their edits must end the fast path too).
+    let mut cache_entries: Vec<PathBuf> = agentpack_lockfile::Lockfile::load(&lock)
         .map(|l| {
             l.packages
                 .iter()
@@ -230,6 +292,15 @@ fn fingerprint_inputs(
                 .collect()
         })
         .unwrap_or_default();
+    if let Ok(manifest) =
+        agentpack_lockfile::manifest::Manifest::load(&project_root.join(MANIFEST_FILE))
+    {
+        for dependency in manifest.dependencies.values() {
+            if let agentpack_lockfile::manifest::Dependency::Path(dir) = dependency {
+                cache_entries.push(project_root.join(dir));
+            }
+        }
+    }
     let dot_agents = env::var(EnvVars::AGENTPACK_DOT_AGENTS).as_deref() != Some("0");
     let exe = std::env::current_exe().unwrap_or_default();
     let exe_stamp = fs_err::metadata(&exe)
@@ -246,11 +317,20 @@ fn fingerprint_inputs(
         generation: generation.to_path_buf(),
         cache_entries,
         toggles: vec![
-            format!("keep_attribution={}", env::flag(EnvVars::AGENTPACK_KEEP_ATTRIBUTION)),
+            format!(
+                "keep_attribution={}",
+                env::flag(EnvVars::AGENTPACK_KEEP_ATTRIBUTION)
+            ),
             format!("dot_agents={dot_agents}"),
-            format!("require_verified={}", env::flag(EnvVars::AGENTPACK_REQUIRE_VERIFIED)),
+            format!(
+                "require_verified={}",
+                env::flag(EnvVars::AGENTPACK_REQUIRE_VERIFIED)
+            ),
             format!("yolo={}", ctx.yolo),
-            format!("staging_root={:?}", env::var(EnvVars::AGENTPACK_STAGING_ROOT)),
+            format!(
+                "staging_root={:?}",
+                env::var(EnvVars::AGENTPACK_STAGING_ROOT)
+            ),
             format!("exe={} {exe_stamp}", exe.display()),
         ],
     }
@@ -275,7 +355,8 @@ fn fast_path(ctx: &Context, agent: Agent) -> Result<Option<Staged>> {
     let Ok(record) = serde_json::from_str::<FastPathRecord>(&text) else {
         return Ok(None);
     };
-    if record.version != 1 || record.agentpack_home != home.root || record.project_root != canonical {
+    if record.version != 1 || record.agentpack_home != home.root || record.project_root != canonical
+    {
         return Ok(None);
     }
     // The pointer still selects the generation the fingerprint was taken with.
@@ -285,6 +366,19 @@ fn fast_path(ctx: &Context, agent: Agent) -> Result<Option<Staged>> {
     let inputs = fingerprint_inputs(ctx, agent, &canonical, &home.root, &record.generation);
     if fingerprint::compute(&inputs) != record.fingerprint {
         return Ok(None);
+    }
+    // A lock without content hashes is reported on every launch, and refused by a full sync
+    // when AGENTPACK_REQUIRE_VERIFIED is set.
+    if let Ok(lock) = agentpack_lockfile::Lockfile::load(&canonical.join(LOCK_FILE)) {
+        let unverified = lock.unverified_packages().count();
+        if unverified > 0 {
+            if env::flag(EnvVars::AGENTPACK_REQUIRE_VERIFIED) {
+                return Ok(None);
+            }
+            output::warn(&format!(
+                "{unverified} package(s) in pack.lock have no content hash and are not verified; run `agentpack lock` to record them"
+            ));
+        }
     }
     let secrets = record.secrets.into_layer();
     Ok(Some(Staged {
@@ -303,7 +397,13 @@ fn fast_path(ctx: &Context, agent: Agent) -> Result<Option<Staged>> {
 /// Records the fingerprint after a full sync (which verified everything it staged from).
 fn record_fast_path(ctx: &Context, agent: Agent, staged: &Staged) -> Result<()> {
     let canonical = fs_err::canonicalize(&staged.project_root)?;
-    let inputs = fingerprint_inputs(ctx, agent, &canonical, &staged.agentpack_home, &staged.generation);
+    let inputs = fingerprint_inputs(
+        ctx,
+        agent,
+        &canonical,
+        &staged.agentpack_home,
+        &staged.generation,
+    );
     let secrets = staged
         .secrets
         .get(&agent)
@@ -329,8 +429,8 @@ fn record_fast_path(ctx: &Context, agent: Agent, staged: &Staged) -> Result<()> 
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write as _;
     use fs_err::os::unix::fs::OpenOptionsExt as _;
+    use std::io::Write as _;
     let dir = path.parent().context("a record path has a parent")?;
     fs_err::create_dir_all(dir)?;
     let temp = dir.join(format!(".record-{}", std::process::id()));

@@ -98,6 +98,9 @@ pub fn relock(
 ) -> Result<ResolveOutcome> {
     let store = session::open_store(&project.home)?;
     let github = session::github(&store)?;
+    github
+        .resolver()
+        .set_refresh(!matches!(policy, UpdatePolicy::KeepPins));
     if ctx.says() && !manifest.dependencies.is_empty() {
         for module in manifest.dependencies.keys() {
             output::progress(ctx, &format!("resolving {module}"));

@@ -118,6 +118,9 @@ pub fn run_sync(ctx: &Context, project: &Project, options: &SyncOptions) -> Resu
     let mode = resolve_mode(ctx, &manifest)?;
     let store = session::open_store(&project.home)?;
     let github = session::github(&store)?;
+    github
+        .resolver()
+        .set_refresh(!matches!(options.policy, UpdatePolicy::KeepPins));
 
     let (lock, slots) = reconcile(ctx, project, &manifest, &old_lock, &store, &github, options)?;
     check_verified(&lock)?;

@@ -125,8 +125,14 @@ pub(super) fn prepare(
     ensure_symlink(&home.join("auth.json"), &auth_source)?;
     let oauth = request.state_dir.join("codex-mcp-oauth");
     fsops::private_dir(&oauth.join("mcp-oauth-locks"))?;
-    ensure_symlink(&home.join(".credentials.json"), &oauth.join(".credentials.json"))?;
-    ensure_symlink(&home.join("mcp-oauth-locks"), &oauth.join("mcp-oauth-locks"))?;
+    ensure_symlink(
+        &home.join(".credentials.json"),
+        &oauth.join(".credentials.json"),
+    )?;
+    ensure_symlink(
+        &home.join("mcp-oauth-locks"),
+        &oauth.join("mcp-oauth-locks"),
+    )?;
 
     // Session history in the native places.
     for (name, dir) in [

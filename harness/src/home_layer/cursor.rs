@@ -70,25 +70,41 @@ pub(super) fn prepare(
         let merged = home::cursor_mcp(user_mcp.as_deref(), pack_mcp.as_deref().unwrap_or("{}"))?;
         write_file(&dot_cursor.join("mcp.json"), merged.as_bytes(), 0o600)?;
     }
-    let pack_config = request.generation.join(crate::cursor::ROOT).join("cli-config.json");
+    let pack_config = request
+        .generation
+        .join(crate::cursor::ROOT)
+        .join("cli-config.json");
     match fsops::read_optional(&pack_config)? {
         Some(pack) => {
             let user = fsops::read_optional(&real.join("cli-config.json"))?;
             let merged = home::cursor_cli_config(user.as_deref(), &pack)?;
-            write_file(&dot_cursor.join("cli-config.json"), merged.as_bytes(), 0o600)?;
+            write_file(
+                &dot_cursor.join("cli-config.json"),
+                merged.as_bytes(),
+                0o600,
+            )?;
         }
         None if real.join("cli-config.json").exists() => {
-            ensure_symlink(&dot_cursor.join("cli-config.json"), &real.join("cli-config.json"))?;
+            ensure_symlink(
+                &dot_cursor.join("cli-config.json"),
+                &real.join("cli-config.json"),
+            )?;
         }
         None => {}
     }
     let pack_hooks = fsops::read_optional(&bundle.join("hooks/hooks.json"))?;
     let user_hooks = fsops::read_optional(&real.join("hooks.json"))?;
     match (pack_hooks, user_hooks) {
-        (None, Some(_)) => ensure_symlink(&dot_cursor.join("hooks.json"), &real.join("hooks.json"))?,
+        (None, Some(_)) => {
+            ensure_symlink(&dot_cursor.join("hooks.json"), &real.join("hooks.json"))?
+        }
         (Some(pack), user) => {
             let merged = merge_hooks(user.as_deref(), &pack);
-            write_file(&dot_cursor.join("hooks.json"), &crate::json_bytes(&merged), 0o600)?;
+            write_file(
+                &dot_cursor.join("hooks.json"),
+                &crate::json_bytes(&merged),
+                0o600,
+            )?;
         }
         (None, None) => fsops::remove_any(&dot_cursor.join("hooks.json"))?,
     }
@@ -133,7 +149,8 @@ fn merge_hooks(user: Option<&str>, pack: &str) -> Value {
     let hooks = map
         .entry("hooks")
         .or_insert_with(|| Value::Object(serde_json::Map::new()));
-    if let (Some(target), Some(Value::Object(source))) = (hooks.as_object_mut(), pack.get("hooks")) {
+    if let (Some(target), Some(Value::Object(source))) = (hooks.as_object_mut(), pack.get("hooks"))
+    {
         for (event, entries) in source {
             let list = target
                 .entry(event.clone())
@@ -145,4 +162,3 @@ fn merge_hooks(user: Option<&str>, pack: &str) -> Value {
     }
     merged
 }
-

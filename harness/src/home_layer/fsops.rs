@@ -12,7 +12,11 @@ use std::path::{Path, PathBuf};
 
 use super::HomeLayerError;
 
-pub(crate) fn io_error(action: &'static str, path: &Path, source: std::io::Error) -> HomeLayerError {
+pub(crate) fn io_error(
+    action: &'static str,
+    path: &Path,
+    source: std::io::Error,
+) -> HomeLayerError {
     HomeLayerError::Io {
         action,
         path: path.to_path_buf(),
@@ -35,7 +39,7 @@ pub(crate) fn private_dir(dir: &Path) -> Result<(), HomeLayerError> {
 
 /// Creates `dir` (and parents) with the default mode.
 pub(crate) fn plain_dir(dir: &Path) -> Result<(), HomeLayerError> {
-    fs_err::create_dir_all(dir).map_err(|e| io_error("create directory", dir, e.into()))
+    std::fs::create_dir_all(dir).map_err(|e| io_error("create directory", dir, e))
 }
 
 fn temp_sibling(path: &Path) -> PathBuf {
@@ -123,7 +127,11 @@ pub(crate) fn remove_any(path: &Path) -> Result<(), HomeLayerError> {
 fn link_file(source: &Path, dest: &Path) -> Result<(), HomeLayerError> {
     let source_meta = fs::metadata(source).map_err(|e| io_error("read", source, e))?;
     match fs::symlink_metadata(dest) {
-        Ok(meta) if meta.is_file() && meta.ino() == source_meta.ino() && meta.dev() == source_meta.dev() => {
+        Ok(meta)
+            if meta.is_file()
+                && meta.ino() == source_meta.ino()
+                && meta.dev() == source_meta.dev() =>
+        {
             return Ok(())
         }
         Ok(_) => remove_any(dest)?,

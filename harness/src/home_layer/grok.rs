@@ -87,7 +87,10 @@ pub(super) fn prepare(
 
 /// Copies the credentials Grok left in `grok_home` to `$AGENTPACK_HOME/shared/grok/`, for every
 /// project's next launch.
-pub fn save_grok_credentials(grok_home: &Path, agentpack_home: &Path) -> Result<(), HomeLayerError> {
+pub fn save_grok_credentials(
+    grok_home: &Path,
+    agentpack_home: &Path,
+) -> Result<(), HomeLayerError> {
     let shared = agentpack_home.join("shared/grok");
     for name in CREDENTIALS {
         let file = grok_home.join(name);

@@ -26,6 +26,7 @@ mod cursor;
 pub(crate) mod fsops;
 mod grok;
 mod opencode;
+mod prune;
 pub mod workspace_links;
 
 use std::collections::BTreeMap;
@@ -36,6 +37,7 @@ use crate::plan::{Agent, SecretLayer};
 
 pub use codex::{codex_home_dir, CODEX_SOCKET_SUFFIX, MAX_SOCKET_PATH};
 pub use grok::save_grok_credentials;
+pub use prune::{layer_dirs, prune_layers, prune_orphan_codex_homes};
 pub use workspace_links::{WorkspaceLink, WorkspaceLinks};
 
 /// Failures preparing a home layer.
@@ -194,7 +196,10 @@ fn place_workspace_link(
 
 /// Copies what an agent changed in its layer back to where it is shared, after the agent exited
 /// (Grok's credentials). Nothing to do for the other agents.
-pub fn after_exit(request: &HomeLayerRequest<'_>, prepared: &PreparedHome) -> Result<(), HomeLayerError> {
+pub fn after_exit(
+    request: &HomeLayerRequest<'_>,
+    prepared: &PreparedHome,
+) -> Result<(), HomeLayerError> {
     if request.agent == Agent::Grok {
         if let Some(root) = &prepared.root {
             save_grok_credentials(root, request.agentpack_home)?;

@@ -66,8 +66,10 @@ pub(super) fn seed_dir(source: &Path, dest: &Path) -> Result<(), HomeLayerError>
     fsops::plain_dir(dest)?;
     for name in names {
         let link = dest.join(&name);
-        let ours = std::fs::symlink_metadata(&link)
-            .is_ok_and(|m| m.file_type().is_symlink() && std::fs::read_link(&link).ok().as_deref() == Some(&source.join(&name)));
+        let ours = std::fs::symlink_metadata(&link).is_ok_and(|m| {
+            m.file_type().is_symlink()
+                && std::fs::read_link(&link).ok().as_deref() == Some(&source.join(&name))
+        });
         if std::fs::symlink_metadata(&link).is_err() || ours {
             ensure_symlink(&link, &source.join(&name))?;
         }

@@ -89,7 +89,10 @@ impl WorkspaceLinks {
 
     /// Removes every recorded link except those of `keep` (bare `sync` passes `None`). Returns
     /// warnings for recorded paths that are no longer agentpack's links (left alone, forgotten).
-    pub fn remove_all_except(&mut self, keep: Option<Agent>) -> Result<Vec<String>, HomeLayerError> {
+    pub fn remove_all_except(
+        &mut self,
+        keep: Option<Agent>,
+    ) -> Result<Vec<String>, HomeLayerError> {
         let mut warnings = Vec::new();
         let mut kept = Vec::new();
         for recorded in std::mem::take(&mut self.links) {
@@ -134,11 +137,7 @@ impl WorkspaceLinks {
         link: &Path,
         target: &Path,
     ) -> Result<Option<WorkspaceLink>, HomeLayerError> {
-        let recorded = self
-            .links
-            .iter()
-            .find(|l| l.link == link)
-            .cloned();
+        let recorded = self.links.iter().find(|l| l.link == link).cloned();
         if fs::symlink_metadata(link).is_ok() && !is_ours(link, recorded.as_ref()) {
             return Ok(None);
         }

@@ -116,7 +116,9 @@ mod tests {
         let cwd = std::env::temp_dir();
         let mut seen = 0;
         assert_eq!(
-            run_child(&sh("[ \"$PROBE\" = set ] && exit 7"), &cwd, |pid| seen = pid).unwrap(),
+            run_child(&sh("[ \"$PROBE\" = set ] && exit 7"), &cwd, |pid| seen =
+                pid)
+            .unwrap(),
             7
         );
         assert_ne!(seen, 0);

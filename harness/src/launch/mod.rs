@@ -183,9 +183,9 @@ pub fn build_command(request: &LaunchRequest<'_>) -> LaunchCommand {
             push_yolo(&mut args);
         }
         Agent::Cursor => {
-            let headless = user
-                .iter()
-                .any(|a| a == "-p" || a == "--print" || a.to_string_lossy().starts_with("--print="));
+            let headless = user.iter().any(|a| {
+                a == "-p" || a == "--print" || a.to_string_lossy().starts_with("--print=")
+            });
             if headless && !has_flag(user, "--trust") {
                 args.push("--trust".into());
             }
@@ -303,10 +303,16 @@ mod tests {
             ]
         );
         let cursor = build_command(&request(Agent::Cursor, &prepared, &user, true));
-        assert_eq!(texts(&cursor), ["--force", "--workspace", "/work", "--model", "x"]);
+        assert_eq!(
+            texts(&cursor),
+            ["--force", "--workspace", "/work", "--model", "x"]
+        );
         let print: Vec<OsString> = vec!["-p".into(), "hi".into()];
         let cursor = build_command(&request(Agent::Cursor, &prepared, &print, false));
-        assert_eq!(texts(&cursor), ["--trust", "--workspace", "/work", "-p", "hi"]);
+        assert_eq!(
+            texts(&cursor),
+            ["--trust", "--workspace", "/work", "-p", "hi"]
+        );
         let codex = build_command(&request(Agent::Codex, &prepared, &user, true));
         assert_eq!(
             texts(&codex),
@@ -315,7 +321,10 @@ mod tests {
         let opencode = build_command(&request(Agent::OpenCode, &prepared, &user, true));
         assert_eq!(texts(&opencode), ["--model", "x"]);
         let grok = build_command(&request(Agent::Grok, &prepared, &user, true));
-        assert_eq!(texts(&grok), ["--always-approve", "--cwd", "/work", "--model", "x"]);
+        assert_eq!(
+            texts(&grok),
+            ["--always-approve", "--cwd", "/work", "--model", "x"]
+        );
         let own: Vec<OsString> = vec!["--cwd=/elsewhere".into()];
         let grok = build_command(&request(Agent::Grok, &prepared, &own, false));
         assert_eq!(texts(&grok), ["--cwd=/elsewhere"]);
@@ -330,12 +339,23 @@ mod tests {
         std::fs::write(&bin, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
         let path = std::env::join_paths(["/nonexistent", dir.path().to_str().unwrap()]).unwrap();
-        assert_eq!(resolve_binary(Agent::Codex, None, Some(&path)).unwrap(), bin);
+        assert_eq!(
+            resolve_binary(Agent::Codex, None, Some(&path)).unwrap(),
+            bin
+        );
         let missing = resolve_binary(Agent::Cursor, None, Some(&path)).unwrap_err();
         assert!(missing.to_string().contains("`cursor-agent`"), "{missing}");
-        assert!(missing.to_string().contains("CURSOR_AGENT_PATH"), "{missing}");
-        let bad = resolve_binary(Agent::Cursor, Some(OsStr::new("/nonexistent/x")), None).unwrap_err();
-        assert!(bad.to_string().contains("CURSOR_AGENT_PATH is set to /nonexistent/x"), "{bad}");
+        assert!(
+            missing.to_string().contains("CURSOR_AGENT_PATH"),
+            "{missing}"
+        );
+        let bad =
+            resolve_binary(Agent::Cursor, Some(OsStr::new("/nonexistent/x")), None).unwrap_err();
+        assert!(
+            bad.to_string()
+                .contains("CURSOR_AGENT_PATH is set to /nonexistent/x"),
+            "{bad}"
+        );
         assert_eq!(
             resolve_binary(Agent::Cursor, Some(bin.as_os_str()), None).unwrap(),
             bin

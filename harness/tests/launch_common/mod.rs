@@ -32,7 +32,8 @@ impl Drop for World {
     fn drop(&mut self) {
         for entry in walkdir::WalkDir::new(&self.root).into_iter().flatten() {
             if entry.file_type().is_dir() {
-                let _ = std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o755));
+                let _ =
+                    std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o755));
             }
         }
     }
@@ -96,10 +97,16 @@ fn user_home(home: &Path) {
         r#"{"mcpServers": {"user-srv": {"command": "user"}}}"#,
     );
     write(&home.join(".cursor/chats/one.json"), "{}");
-    write(&home.join(".cursor/skills/user-skill/SKILL.md"), "---\nname: user-skill\n---\nU.\n");
+    write(
+        &home.join(".cursor/skills/user-skill/SKILL.md"),
+        "---\nname: user-skill\n---\nU.\n",
+    );
     write(&home.join(".grok/config.toml"), "model = \"grok-4\"\n");
     write(&home.join(".grok/auth.json"), "{\"token\": \"grok\"}\n");
-    write(&home.join(".claude/settings.json"), "{\"theme\": \"dark\"}\n");
+    write(
+        &home.join(".claude/settings.json"),
+        "{\"theme\": \"dark\"}\n",
+    );
     write(&home.join(".claude.json"), "{}\n");
     write(&home.join(".gemini/settings.json"), "{}\n");
 }
@@ -138,7 +145,10 @@ fn make_read_only(root: &Path) {
 
 /// Builds the world. `agentpack_exe` is what staged hooks call.
 pub fn world(agentpack_exe: &Path) -> World {
-    let dir = tempfile::Builder::new().prefix("ap").tempdir_in("/tmp").unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("ap")
+        .tempdir_in("/tmp")
+        .unwrap();
     let root = dir.path().to_path_buf();
     let pkg = package(&root);
     let home = root.join("home");
@@ -149,7 +159,8 @@ pub fn world(agentpack_exe: &Path) -> World {
     let project_hash = "0123456789abcdef";
     let state_dir = agentpack_home.join("projects").join(project_hash);
     let staging_root = root.join("st");
-    let generation = agentpack_home.join("cache/store/v1/0a1b2c3d4e5f60718293a4b5c6d7e8f9-generation-default");
+    let generation =
+        agentpack_home.join("cache/store/v1/0a1b2c3d4e5f60718293a4b5c6d7e8f9-generation-default");
     let mut servers = IndexMap::new();
     servers.insert(
         "retrieval".to_string(),
@@ -221,16 +232,29 @@ impl World {
 /// Path -> (kind, mode, content digest or link target) for every entry under `root`.
 pub fn tree_digest(root: &Path) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    for entry in walkdir::WalkDir::new(root).follow_links(false).into_iter().flatten() {
+    for entry in walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .into_iter()
+        .flatten()
+    {
         let meta = entry.path().symlink_metadata().unwrap();
-        let relative = entry.path().strip_prefix(root).unwrap().to_string_lossy().into_owned();
+        let relative = entry
+            .path()
+            .strip_prefix(root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         let value = if meta.file_type().is_symlink() {
             format!("l {}", std::fs::read_link(entry.path()).unwrap().display())
         } else if meta.is_dir() {
             format!("d {:o}", meta.mode() & 0o7777)
         } else {
             let bytes = std::fs::read(entry.path()).unwrap();
-            format!("f {:o} {}", meta.mode() & 0o7777, hex::encode(Sha256::digest(&bytes)))
+            format!(
+                "f {:o} {}",
+                meta.mode() & 0o7777,
+                hex::encode(Sha256::digest(&bytes))
+            )
         };
         out.insert(relative, value);
     }

@@ -1,0 +1,264 @@
+//! The npm-tree store path: a locked tree, downloaded, integrity-checked and unpacked, shared by
+//! every project that locks the same tree.
+//!
+//! Layout: the unpacked tree is an ordinary content-addressed store path (`node_modules/...`
+//! inside), and `$AGENTPACK_HOME/cache/npm-trees/<tree digest hex>` is a symlink to it, registered
+//! as an indirect GC root. Generations that stage a tree-locked server also list the tree's store
+//! path among their references once it exists ([`existing_tree`]).
+//!
+//! It must never write a byte of a tarball whose integrity differs from the lock (every tarball is
+//! checked before anything is unpacked), never unpack outside the package's directory (no `..`,
+//! no absolute paths, no symlinks or hard links), and never run a package script.
+
+use std::io::Read as _;
+use std::path::{Component, Path, PathBuf};
+
+use agentpack_store::{Store, StoreError, StorePath};
+use rayon::prelude::*;
+
+use super::exec_spec::{ExecSpec, ExecTreeEntry};
+use super::integrity::{self, IntegrityMismatch};
+use super::registry::{tarball_url, RegistryClient, RegistryError};
+use super::tree::{applies_on, node_platform, package_name_at, TREE_DIGEST_PREFIX};
+
+/// The directory under the cache holding one pointer per tree digest.
+pub const NPM_TREES_DIR: &str = "npm-trees";
+
+/// Why a tree could not be made ready.
+#[derive(Debug, thiserror::Error)]
+pub enum TreeStoreError {
+    /// A tarball could not be downloaded.
+    #[error("{path} ({package}@{version}): {source}\n  fix  check that the registry is reachable and try again")]
+    Download {
+        /// Tree path.
+        path: String,
+        /// Package name.
+        package: String,
+        /// Version.
+        version: String,
+        /// The cause.
+        #[source]
+        source: RegistryError,
+    },
+    /// A tarball's bytes differ from the lock: nothing was written and nothing runs.
+    #[error("the tarball of {package}@{version} ({url}) does not match the integrity in pack.lock: {source}; nothing was unpacked and the server was not started\n  fix  if the registry really changed this version, run `agentpack lock --update` and review the change")]
+    Integrity {
+        /// Package name.
+        package: String,
+        /// Version.
+        version: String,
+        /// Where it came from.
+        url: String,
+        /// Expected and actual.
+        #[source]
+        source: IntegrityMismatch,
+    },
+    /// A tarball is not a readable gzip tar, or names a path outside its package.
+    #[error("the tarball of {package}@{version} cannot be unpacked: {message}")]
+    Unpack {
+        /// Package name.
+        package: String,
+        /// Version.
+        version: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// A file of the unpacked tree could not be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The store refused.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The pointer of a tree digest: `<cache>/npm-trees/<hex>`.
+pub fn tree_pointer(store: &Store, tree_digest: &str) -> PathBuf {
+    let hex = tree_digest
+        .strip_prefix(TREE_DIGEST_PREFIX)
+        .unwrap_or(tree_digest);
+    let safe: String = hex.chars().filter(char::is_ascii_hexdigit).collect();
+    store.cache_dir().join(NPM_TREES_DIR).join(safe)
+}
+
+/// The published store path of a tree, if a start already unpacked it (not checked).
+pub fn existing_tree(store: &Store, tree_digest: &str) -> Option<StorePath> {
+    store.store_path_of(&tree_pointer(store, tree_digest))
+}
+
+/// The cheap check of a later start: every file the store recorded is still there with its size
+/// and every directory exists.
+pub fn tree_looks_intact(store: &Store, tree: &StorePath) -> bool {
+    let Ok(meta) = store.meta(tree) else {
+        return false;
+    };
+    meta.entries.iter().all(|entry| match entry {
+        agentpack_store::Entry::Dir { path } => tree.path().join(path).is_dir(),
+        agentpack_store::Entry::File { path, size, .. } => {
+            std::fs::symlink_metadata(tree.path().join(path))
+                .is_ok_and(|m| m.is_file() && m.len() == *size)
+        }
+        agentpack_store::Entry::Link { path, .. } => {
+            std::fs::symlink_metadata(tree.path().join(path)).is_ok()
+        }
+    })
+}
+
+/// A ready tree.
+#[derive(Debug, Clone)]
+pub struct ReadyTree {
+    /// The store path holding `node_modules/`.
+    pub tree: StorePath,
+    /// Whether this call downloaded and unpacked it.
+    pub downloaded: bool,
+}
+
+/// Makes the tree of `spec` ready: reuses the published tree after the cheap check, else
+/// downloads every tarball (optional packages of other platforms are left out), checks each
+/// against its integrity, unpacks them and publishes the result.
+pub fn ensure_tree(
+    store: &Store,
+    spec: &ExecSpec,
+    client: &RegistryClient,
+) -> Result<ReadyTree, TreeStoreError> {
+    let pointer = tree_pointer(store, &spec.tree_digest);
+    let existing = store.store_path_of(&pointer);
+    if let Some(tree) = &existing {
+        if tree_looks_intact(store, tree) {
+            store.add_temp_root(tree)?;
+            return Ok(ReadyTree {
+                tree: tree.clone(),
+                downloaded: false,
+            });
+        }
+    }
+    let (os, cpu) = node_platform();
+    let wanted: Vec<&ExecTreeEntry> = spec
+        .tree
+        .iter()
+        .filter(|e| !e.optional || applies_on(&e.to_tree_entry(), os, cpu))
+        .collect();
+    // Download and check everything before writing anything.
+    let tarballs: Vec<(&ExecTreeEntry, Vec<u8>)> = wanted
+        .par_iter()
+        .map(|entry| {
+            let package = package_name_at(&entry.path).to_owned();
+            let url = tarball_url(&spec.registry, &package, &entry.version);
+            let bytes = client
+                .download(&url)
+                .map_err(|source| TreeStoreError::Download {
+                    path: entry.path.clone(),
+                    package: package.clone(),
+                    version: entry.version.clone(),
+                    source,
+                })?;
+            integrity::check(&entry.integrity, &bytes).map_err(|source| {
+                TreeStoreError::Integrity {
+                    package,
+                    version: entry.version.clone(),
+                    url,
+                    source,
+                }
+            })?;
+            Ok((*entry, bytes))
+        })
+        .collect::<Result<_, TreeStoreError>>()?;
+    let work = store.temp_dir()?;
+    for (entry, bytes) in &tarballs {
+        unpack_tarball(bytes, &work.path().join(&entry.path)).map_err(|message| {
+            TreeStoreError::Unpack {
+                package: package_name_at(&entry.path).to_owned(),
+                version: entry.version.clone(),
+                message,
+            }
+        })?;
+    }
+    let label = format!("npm-tree-{}-{}", spec.package.replace('/', "-"), spec.version);
+    let tree = if existing.is_some() {
+        store.repair_tree(work.path(), &label, None)?
+    } else {
+        store.publish_tree(work.path(), &label, None)?
+    };
+    point_at(&pointer, tree.path())?;
+    store.add_indirect_root(&pointer)?;
+    Ok(ReadyTree {
+        tree,
+        downloaded: true,
+    })
+}
+
+fn point_at(pointer: &Path, target: &Path) -> Result<(), TreeStoreError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| TreeStoreError::Io { path, source }
+    };
+    let dir = pointer.parent().unwrap_or(Path::new("."));
+    fs_err::create_dir_all(dir).map_err(io(dir))?;
+    let temp = dir.join(format!(
+        ".{}.{}",
+        pointer.file_name().and_then(|n| n.to_str()).unwrap_or("tree"),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&temp);
+    std::os::unix::fs::symlink(target, &temp).map_err(io(&temp))?;
+    std::fs::rename(&temp, pointer).map_err(io(pointer))?;
+    Ok(())
+}
+
+/// Unpacks an npm tarball into `dest`, dropping the first path component (`package/`). Only
+/// regular files and directories are written; links are skipped; a path with `..` or a root is
+/// an error.
+pub fn unpack_tarball(bytes: &[u8], dest: &Path) -> Result<(), String> {
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
+    fs_err::create_dir_all(dest).map_err(|e| e.to_string())?;
+    let entries = archive.entries().map_err(|e| e.to_string())?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| e.to_string())?;
+        let kind = entry.header().entry_type();
+        let raw = entry.path().map_err(|e| e.to_string())?.into_owned();
+        let mut relative = PathBuf::new();
+        for (i, component) in raw.components().enumerate() {
+            match component {
+                Component::Normal(part) if i > 0 => relative.push(part),
+                Component::Normal(_) | Component::CurDir => {}
+                Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
+                    return Err(format!("`{}` leaves the package", raw.display()));
+                }
+            }
+        }
+        if relative.as_os_str().is_empty() {
+            continue;
+        }
+        let target = dest.join(&relative);
+        if kind.is_dir() {
+            fs_err::create_dir_all(&target).map_err(|e| e.to_string())?;
+        } else if kind.is_file() {
+            if let Some(parent) = target.parent() {
+                fs_err::create_dir_all(parent).map_err(|e| e.to_string())?;
+            }
+            let executable = entry.header().mode().is_ok_and(|m| m & 0o111 != 0);
+            let mut content = Vec::new();
+            entry
+                .read_to_end(&mut content)
+                .map_err(|e| format!("{}: {e}", raw.display()))?;
+            let _ = std::fs::remove_file(&target);
+            fs_err::write(&target, &content).map_err(|e| e.to_string())?;
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = if executable { 0o755 } else { 0o644 };
+            fs_err::set_permissions(&target, std::fs::Permissions::from_mode(mode))
+                .map_err(|e| e.to_string())?;
+        }
+        // Symlinks, hard links, devices and FIFOs are never written.
+    }
+    Ok(())
+}
+
+/// The script `node` runs for a spec in a ready tree.
+pub fn bin_script(tree: &StorePath, spec: &ExecSpec) -> PathBuf {
+    tree.path().join(spec.package_dir()).join(&spec.bin)
+}

@@ -1,0 +1,329 @@
+//! Resolve and fetch end to end: the real `agentpack` binary against a fake GitHub on 127.0.0.1 over
+//! real git repositories (`agentpack-test-support`). Every command the issue names, the offline
+//! fallbacks, one download per (repo, commit), and tampering.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use agentpack_test_support::{Endpoint, FakeGitHub, IsolatedHome, TestRepo};
+
+fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("agentpack")
+}
+
+struct World {
+    home: IsolatedHome,
+    github: Option<FakeGitHub>,
+}
+
+impl World {
+    fn new() -> Self {
+        Self {
+            home: IsolatedHome::new(),
+            github: Some(FakeGitHub::start()),
+        }
+    }
+
+    fn github(&self) -> &FakeGitHub {
+        self.github.as_ref().expect("server running")
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let output = self.home.command(&bin(), self.github.as_ref()).args(args).output().unwrap();
+        output
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(
+            output.status.success(),
+            "agentpack {args:?} failed\nstdout:\n{}\nstderr:\n{stderr}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        stderr
+    }
+
+    fn fails(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(!output.status.success(), "agentpack {args:?} should fail");
+        assert!(output.stdout.is_empty() || args.contains(&"--dry-run"));
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    }
+
+    fn file(&self, name: &str) -> String {
+        std::fs::read_to_string(self.home.project.join(name)).unwrap_or_default()
+    }
+
+    fn lock(&self) -> String {
+        self.file("pack.lock")
+    }
+
+    fn manifest(&self) -> String {
+        self.file("agentpack.toml")
+    }
+
+    fn slot(&self, cache_key: &str) -> PathBuf {
+        self.home.agentpack_home.join("cache").join(cache_key)
+    }
+
+    fn staged(&self) -> PathBuf {
+        self.home.staging_root.join("modes/default")
+    }
+}
+
+fn skill(repo: &TestRepo, dir: &str, name: &str) {
+    let file = if dir.is_empty() {
+        "SKILL.md".to_owned()
+    } else {
+        format!("{dir}/SKILL.md")
+    };
+    repo.write(
+        &file,
+        format!("---\nname: {name}\ndescription: the {name} skill\n---\n\nDo {name} things.\n"),
+    );
+}
+
+/// The value of `key` in the `[[packages]]` entry of `module`.
+fn lock_field(lock: &str, module: &str, key: &str) -> String {
+    let entry = lock
+        .split("[[packages]]")
+        .find(|entry| entry.contains(&format!("module = \"{module}\"")))
+        .unwrap_or_else(|| panic!("{module} not in lock:\n{lock}"));
+    entry
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("{key} = \"")))
+        .map(|rest| rest.trim_end_matches('"').to_owned())
+        .unwrap_or_else(|| panic!("{key} missing for {module}"))
+}
+
+fn make_file_writable_and_append(path: &Path, extra: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let real = std::fs::canonicalize(path).unwrap();
+    let mut perms = std::fs::metadata(&real).unwrap().permissions();
+    perms.set_mode(0o644);
+    std::fs::set_permissions(&real, perms).unwrap();
+    let mut text = std::fs::read_to_string(&real).unwrap();
+    text.push_str(extra);
+    std::fs::write(&real, text).unwrap();
+}
+
+#[test]
+fn every_spec_form_locks_stages_and_verifies() {
+    let world = World::new();
+    let gh = world.github();
+
+    // A monorepo with SemVer tags.
+    let mono = gh.repo("acme", "mono");
+    skill(&mono, "skills/alpha", "alpha");
+    skill(&mono, "skills/beta", "beta");
+    mono.commit("v1.0.0");
+    mono.tag("v1.0.0");
+    skill(&mono, "skills/alpha", "alpha-1-1");
+    let v110 = mono.commit("v1.1.0");
+    mono.tag("v1.1.0");
+    skill(&mono, "skills/alpha", "alpha-2");
+    mono.commit("v2.0.0");
+    mono.tag("v2.0.0");
+
+    // A repo followed by branch, one by tag, one by commit.
+    let wip = gh.repo("acme", "wip");
+    skill(&wip, "", "wip");
+    let wip_first = wip.commit("first");
+    let rules = gh.repo("acme", "rules");
+    skill(&rules, "", "rules");
+    rules.commit("one");
+    rules.tag("v3.0.0");
+    let pinned = gh.repo("acme", "pinned");
+    skill(&pinned, "", "pinned");
+    let pinned_commit = pinned.commit("pinned");
+    skill(&pinned, "", "pinned-later");
+    pinned.commit("later");
+
+    // A package with a transitive dependency.
+    let parent = gh.repo("acme", "parent");
+    skill(&parent, "", "parent");
+    parent.write(
+        "agentpack.toml",
+        "name = \"parent\"\nversion = \"1.0.0\"\n\n[dependencies]\n\"github.com/acme/mono/skills/beta\" = \"^1.0\"\n",
+    );
+    parent.commit("parent");
+
+    // A marketplace with one plugin in its own directory.
+    let market = gh.repo("acme", "market");
+    market.write(
+        ".claude-plugin/marketplace.json",
+        r#"{"name":"market","owner":{"name":"acme"},"plugins":[{"name":"tools","source":"./plugins/tools"},{"name":"other","source":"./plugins/other"}]}"#,
+    );
+    market.write("plugins/tools/.claude-plugin/plugin.json", r#"{"name":"tools","description":"tools"}"#);
+    market.write("plugins/tools/commands/hello.md", "---\ndescription: say hello\n---\nSay hello.\n");
+    market.write("plugins/other/.claude-plugin/plugin.json", r#"{"name":"other"}"#);
+    market.commit("market");
+
+    // A local package.
+    let local = world.home.project.parent().unwrap().join("local-rules");
+    std::fs::create_dir_all(&local).unwrap();
+    std::fs::write(local.join("SKILL.md"), "---\nname: local-rules\ndescription: local\n---\nLocal.\n").unwrap();
+
+    world.ok(&["init", "--name", "demo"]);
+    world.ok(&["add", "acme/mono/skills/alpha@^1.0"]);
+    let lock = world.lock();
+    assert_eq!(lock_field(&lock, "github.com/acme/mono/skills/alpha", "commit"), v110, "^1.0 picks v1.1.0");
+    world.ok(&["add", "github.com/acme/wip", "--no-sync"]);
+    assert!(world.manifest().contains("\"github.com/acme/wip\""), "{}", world.manifest());
+    world.ok(&["add", "acme/rules@v3.0.0"]);
+    world.ok(&["add", &format!("acme/pinned@{pinned_commit}")]);
+    world.ok(&["add", "https://github.com/acme/parent/tree/main"]);
+    world.ok(&["add", "../local-rules"]);
+    world.ok(&["add", "acme/market", "--plugin", "tools"]);
+
+    let lock = world.lock();
+    assert!(lock.starts_with("lockfile_version = 3\n"), "{lock}");
+    assert_eq!(lock_field(&lock, "github.com/acme/wip", "commit"), wip_first);
+    assert_eq!(lock_field(&lock, "github.com/acme/pinned", "commit"), pinned_commit);
+    assert_eq!(
+        lock_field(&lock, "github.com/acme/mono/skills/beta", "commit").len(),
+        40,
+        "the transitive dependency is locked"
+    );
+    assert!(lock.contains("module = \"github.com/acme/market/plugins/tools\""), "{lock}");
+    assert!(lock.contains("module = \"local-rules\""), "{lock}");
+    for entry in lock.split("[[packages]]").skip(1) {
+        assert!(entry.contains("content_hash = \"sha256-tree-v1:"), "every entry is hashed: {entry}");
+    }
+
+    // Everything is staged for Claude Code (skills of every package, the plugin's command).
+    let bundle = world.staged().join("plugins/agentpack-bundle");
+    for skill in ["alpha-1-1", "wip", "rules", "pinned", "parent", "beta", "local-rules"] {
+        assert!(bundle.join("skills").join(skill).join("SKILL.md").is_file(), "{skill} staged");
+    }
+    assert!(bundle.join("commands/hello.md").is_file());
+
+    // A branch moves only with lock --update, which says so.
+    skill(&wip, "", "wip-2");
+    let wip_second = wip.commit("second");
+    world.ok(&["lock"]);
+    assert_eq!(lock_field(&world.lock(), "github.com/acme/wip", "commit"), wip_first);
+    let said = world.ok(&["lock", "--update"]);
+    assert!(said.contains(&format!("moved from commit {wip_first} to {wip_second}")), "{said}");
+    assert_eq!(lock_field(&world.lock(), "github.com/acme/wip", "commit"), wip_second);
+
+    // A conflicting constraint on the transitive module fails naming both requesters, writing nothing.
+    let before = (world.manifest(), world.lock());
+    let err = world.fails(&["add", "acme/mono/skills/beta@^2.0"]);
+    assert!(err.contains("github.com/acme/parent") && err.contains("agentpack.toml"), "{err}");
+    assert_eq!((world.manifest(), world.lock()), before, "a failed add changes nothing");
+
+    // remove drops the entry (and its transitive dependency) and restages.
+    world.ok(&["remove", "github.com/acme/parent"]);
+    let lock = world.lock();
+    assert!(!lock.contains("github.com/acme/parent"), "{lock}");
+    assert!(!lock.contains("github.com/acme/mono/skills/beta"), "{lock}");
+    assert!(!bundle.join("skills/parent").exists(), "the pointer selects a generation without it");
+
+    world.ok(&["sync", "--verify-only"]);
+    world.ok(&["store", "verify"]);
+}
+
+#[test]
+fn offline_fallbacks_and_one_download_per_commit() {
+    let mut world = World::new();
+    let gh = world.github();
+    let mono = gh.repo("acme", "big");
+    for index in 0..20 {
+        skill(&mono, &format!("skills/s{index:02}"), &format!("s{index:02}"));
+    }
+    mono.commit("twenty skills");
+    mono.tag("v1.0.0");
+    let mut manifest = String::from("name = \"demo\"\nversion = \"0.1.0\"\n\n[dependencies]\n");
+    for index in 0..20 {
+        manifest.push_str(&format!("\"github.com/acme/big/skills/s{index:02}\" = \"^1.0\"\n"));
+    }
+    std::fs::write(world.home.project.join("agentpack.toml"), manifest).unwrap();
+    world.ok(&["lock"]);
+    assert_eq!(gh.count(Endpoint::Tarball, "acme", "big"), 1, "twenty packages, one archive");
+    world.ok(&["sync"]);
+    assert_eq!(gh.count(Endpoint::Tarball, "acme", "big"), 1, "a warm sync downloads nothing");
+
+    // REST failing: the git protocol resolves a new ref.
+    let other = gh.repo("acme", "other");
+    skill(&other, "", "other");
+    other.commit("other");
+    gh.set_rest_down(Some(500));
+    world.ok(&["add", "acme/other@main"]);
+    assert!(gh.total(Endpoint::GitHttp) > 0, "the git protocol was used");
+    gh.set_rest_down(None);
+
+    // Both down: `lock --update` re-resolves `main` from the fresh cached lookup.
+    let lock_before = world.lock();
+    gh.set_rest_down(Some(500));
+    gh.set_git_http_enabled(false);
+    world.ok(&["lock", "--update"]);
+    assert_eq!(world.lock(), lock_before);
+    gh.set_git_http_enabled(true);
+    gh.set_rest_down(None);
+
+    // The server gone entirely: a sync from the warm store still succeeds.
+    world.github = None;
+    world.ok(&["sync"]);
+    world.ok(&["sync", "--verify-only"]);
+}
+
+#[test]
+fn tampering_stops_the_command_and_changes_nothing() {
+    let world = World::new();
+    let gh = world.github();
+    let repo = gh.repo("acme", "skills");
+    // The package is the repository root, so a file added to the served archive lands in it.
+    skill(&repo, "", "demo");
+    let commit = repo.commit("demo");
+    repo.tag("v1.0.0");
+    world.ok(&["init", "--name", "demo"]);
+    world.ok(&["add", "acme/skills@^1"]);
+    let module = "github.com/acme/skills";
+    let lock = world.lock();
+    let cache_key = lock_field(&lock, module, "cache_key");
+    let content_hash = lock_field(&lock, module, "content_hash");
+    let slot = world.slot(&cache_key);
+
+    // 1. A changed byte in the cached package.
+    make_file_writable_and_append(&slot.join("SKILL.md"), "tampered\n");
+    let pointer_before = std::fs::read_link(world.staged()).unwrap();
+    let err = world.fails(&["sync"]);
+    assert!(err.contains(&format!("content hash mismatch: {module}")), "{err}");
+    assert!(err.contains(&format!("expected  {content_hash}")), "{err}");
+    assert!(err.contains("agentpack sync --repair"), "{err}");
+    assert_eq!(world.lock(), lock, "the lock is untouched");
+    assert_eq!(std::fs::read_link(world.staged()).unwrap(), pointer_before, "staging is untouched");
+    // ... which --repair fixes.
+    world.ok(&["sync", "--repair"]);
+    world.ok(&["sync", "--verify-only"]);
+    assert!(!std::fs::read_to_string(slot.join("SKILL.md")).unwrap().contains("tampered"));
+
+    // 2. A changed archive served for the same commit, with an empty cache: refused, and --repair
+    //    cannot fix it.
+    gh.tamper_tarball("acme", "skills", &commit);
+    std::fs::remove_file(&slot).unwrap();
+    let err = world.fails(&["sync"]);
+    assert!(err.contains("does not match"), "{err}");
+    let err = world.fails(&["sync", "--repair"]);
+    assert!(err.contains("does not match"), "{err}");
+    assert_eq!(world.lock(), lock);
+
+    // 3. A hand-edited content_hash: refused by every command, nothing rewritten.
+    let bad = lock.replace(&content_hash, "sha256-0000000000000000000000000000000000000000000000000000000000000000");
+    std::fs::write(world.home.project.join("pack.lock"), &bad).unwrap();
+    for args in [&["sync"][..], &["lock"][..]] {
+        let err = world.fails(args);
+        assert!(err.contains(&format!("invalid content_hash in pack.lock: {module}")), "{err}");
+        assert_eq!(world.lock(), bad, "{args:?} leaves the lock as it was");
+    }
+
+    // 4. A hand-edited commit: inconsistent with its cache_key.
+    let other = "1111111111111111111111111111111111111111";
+    let edited = lock.replace(&commit, other);
+    std::fs::write(world.home.project.join("pack.lock"), &edited).unwrap();
+    let err = world.fails(&["sync"]);
+    assert!(err.contains(&format!("inconsistent pack.lock entry: {module}")), "{err}");
+    assert_eq!(world.lock(), edited);
+}
