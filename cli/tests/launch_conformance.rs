@@ -1,6 +1,7 @@
-//! The real agents, launched through `agentpack`, see what was staged: `agentpack claude plugin
-//! validate <bundle>` (Claude Code 2.1.328), `agentpack codex debug prompt-input hi` (Codex 0.171),
-//! `agentpack opencode debug skill` (OpenCode 1.18.33). Offline probes, no login needed.
+//! The real agents, launched through `agentpack`, see what was staged and accept the flags the
+//! launcher adds (`--yolo` included): `agentpack claude plugin validate <bundle>` (Claude Code
+//! 2.1.328), `agentpack codex debug prompt-input hi` (Codex 0.171), `agentpack opencode debug skill`
+//! (OpenCode 1.18.33). Offline probes, no login needed.
 //!
 //! The clients come from `AGENTPACK_TEST_AGENTS_BIN` (a `node_modules/.bin` directory, set by CI
 //! after `npm install`). Without it the tests are skipped with a printed reason, unless `CI` is
@@ -103,7 +104,13 @@ fn claude_validates_the_bundle_it_was_launched_with() {
     let text = launch(
         &iso,
         &bin,
-        &["claude", "plugin", "validate", &bundle.to_string_lossy()],
+        &[
+            "--yolo",
+            "claude",
+            "plugin",
+            "validate",
+            &bundle.to_string_lossy(),
+        ],
     );
     assert!(text.contains("agentpack-bundle:demo-skill"), "{text}");
     assert!(text.contains("Validation passed"), "{text}");
@@ -112,7 +119,11 @@ fn claude_validates_the_bundle_it_was_launched_with() {
 #[test]
 fn codex_shows_the_model_the_staged_skill() {
     let Some((iso, bin)) = project() else { return };
-    let text = launch(&iso, &bin, &["codex", "debug", "prompt-input", "hi"]);
+    let text = launch(
+        &iso,
+        &bin,
+        &["--yolo", "codex", "debug", "prompt-input", "hi"],
+    );
     assert!(text.contains("demo-skill"), "{text}");
     assert!(text.contains("A demo skill staged by agentpack"), "{text}");
 }
@@ -120,7 +131,7 @@ fn codex_shows_the_model_the_staged_skill() {
 #[test]
 fn opencode_lists_the_staged_skill() {
     let Some((iso, bin)) = project() else { return };
-    let text = launch(&iso, &bin, &["opencode", "debug", "skill"]);
+    let text = launch(&iso, &bin, &["--yolo", "opencode", "debug", "skill"]);
     assert!(text.contains("demo-skill"), "{text}");
     assert!(text.contains("A demo skill staged by agentpack"), "{text}");
 }

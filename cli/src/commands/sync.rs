@@ -353,7 +353,12 @@ fn stage(
     mode: &ResolvedMode,
 ) -> Result<Staged> {
     let inputs = generation_inputs(ctx, project, manifest, lock, slots, store, mode)?;
-    let built = build_generation(store, &inputs)?;
+    let mut built = build_generation(store, &inputs)?;
+    let pointer = ModePointer::new(&project.staging_root, &mode.dir);
+    if built.reused && restore_if_changed(store, &built.path, &pointer)? {
+        // Repair removed what it could not restore: build it again from the verified packages.
+        built = build_generation(store, &inputs)?;
+    }
     for warning in &built.warnings {
         output::warn(warning);
     }
@@ -361,10 +366,6 @@ fn stage(
         for line in &built.info {
             output::info(line);
         }
-    }
-    let pointer = ModePointer::new(&project.staging_root, &mode.dir);
-    if built.reused {
-        report_replaced(store, &built.path, &pointer)?;
     }
     // Roots first, then the switch: GC must never see a selected generation without a root.
     store.add_generation_root(&history_name(project, &mode.dir), &built.path)?;
@@ -388,20 +389,15 @@ pub fn history_name(project: &Project, mode_dir: &str) -> String {
     format!("{}/{mode_dir}", project.hash)
 }
 
-/// A reused generation whose files changed since it was published is restored from the store; the
-/// files are named, as the docs' sync report does.
-fn report_replaced(store: &Arc<Store>, generation: &StorePath, pointer: &ModePointer) -> Result<()> {
+/// A reused generation whose files changed since it was published is restored from the store, and
+/// the files are named, as the docs' sync report does. Returns true when the generation had to be
+/// removed (nothing good was left to restore it from) and must be built again.
+fn restore_if_changed(store: &Arc<Store>, generation: &StorePath, pointer: &ModePointer) -> Result<bool> {
     let diff = staged::quick_check(store, generation, pointer.path())?;
     if diff.is_clean() {
-        return Ok(());
+        return Ok(false);
     }
     let report = agentpack_store::verify(store, agentpack_store::VerifyOptions { repair: true })?;
-    if !report.unrepairable.is_empty() {
-        bail!(
-            "staged files changed since the last sync and could not be restored: {}\n  fix  run `agentpack store verify --repair`, then `agentpack sync`",
-            report.unrepairable.join(", ")
-        );
-    }
     let named: Vec<String> = diff
         .lines()
         .into_iter()
@@ -412,7 +408,7 @@ fn report_replaced(store: &Arc<Store>, generation: &StorePath, pointer: &ModePoi
         named.len(),
         named.join("; ")
     ));
-    Ok(())
+    Ok(store.get(generation.name()).is_none() || !report.unrepairable.is_empty())
 }
 
 fn verify_only(ctx: &Context, project: &Project) -> Result<ExitCode> {

@@ -1,0 +1,200 @@
+//! Staging as generations, through the real binary: unchanged inputs build nothing, modes are their own
+//! generations, a failed build leaves the selected generation alone, rollback, and the staged-file
+//! checks of `sync --verify-only` and a plain sync.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use agentpack_test_support::IsolatedHome;
+
+struct Project {
+    home: IsolatedHome,
+}
+
+impl Project {
+    /// A project with two path packages (a skill and a plugin), synced.
+    fn synced() -> Self {
+        let home = IsolatedHome::new();
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let project = Self { home };
+        project.ok(&["init", "--name", "staging"]);
+        project.ok(&["add", examples.join("hello-skill").to_str().unwrap(), "--no-sync"]);
+        project.ok(&["add", examples.join("review-plugin").to_str().unwrap(), "--no-sync"]);
+        project.ok(&["sync"]);
+        project
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let bin = assert_cmd::cargo::cargo_bin("agentpack");
+        self.home.command(&bin, None).args(args).output().unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "agentpack {args:?} failed:\n{stderr}");
+        format!("{}{stderr}", String::from_utf8_lossy(&output.stdout))
+    }
+
+    fn fails(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(!output.status.success(), "agentpack {args:?} should fail");
+        assert!(output.stdout.is_empty(), "a failure prints nothing on stdout");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    }
+
+    fn pointer(&self, mode_dir: &str) -> PathBuf {
+        self.home.staging_root.join("modes").join(mode_dir)
+    }
+
+    fn target(&self, mode_dir: &str) -> PathBuf {
+        std::fs::read_link(self.pointer(mode_dir)).unwrap()
+    }
+
+    fn store_paths(&self) -> Vec<String> {
+        let dir = self.home.agentpack_home.join("cache/store/v1");
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.len() > 33 && name.as_bytes()[32] == b'-')
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn overlay(&self, relative: &str, text: &str) {
+        let path = self.home.project.join(".agents").join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+#[test]
+fn a_second_sync_with_unchanged_inputs_builds_nothing() {
+    let project = Project::synced();
+    let before = project.store_paths();
+    let target = project.target("default");
+    assert!(target.join("plugins/agentpack-bundle/skills/hello-skill/SKILL.md").is_file());
+    project.ok(&["sync"]);
+    assert_eq!(project.store_paths(), before, "no new store path");
+    assert_eq!(project.target("default"), target);
+}
+
+#[test]
+fn modes_are_their_own_generations() {
+    let project = Project::synced();
+    project.ok(&["mode", "create", "lean", "--base", "none"]);
+    project.ok(&["mode", "enable", "lean", "package:hello-skill"]);
+    let manifest = std::fs::read_to_string(project.home.project.join("agentpack.toml")).unwrap();
+    assert!(manifest.contains("[modes.lean]"), "{manifest}");
+    let shown = project.ok(&["mode", "show", "lean", "--json"]);
+    assert!(shown.contains("\"schema_version\": 1") && shown.contains("package:hello-skill"), "{shown}");
+
+    let default_target = project.target("default");
+    project.ok(&["--mode", "lean", "sync"]);
+    let lean_dir = std::fs::read_dir(project.home.staging_root.join("modes"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .find(|name| name.starts_with("lean-"))
+        .expect("the lean pointer");
+    let lean = project.target(&lean_dir);
+    assert_ne!(lean, default_target);
+    assert!(lean.join("plugins/agentpack-bundle/skills/hello-skill/SKILL.md").is_file());
+    assert!(!lean.join("plugins/agentpack-bundle/commands/review.md").exists(), "the plugin is not enabled");
+    assert_eq!(project.target("default"), default_target, "another mode is not rebuilt");
+
+    let err = project.fails(&["--mode", "nosuch", "sync"]);
+    assert!(err.contains("mode `nosuch` is not declared"), "{err}");
+    let err = project.fails(&["mode", "delete", "default"]);
+    assert!(err.contains("default"), "{err}");
+}
+
+#[test]
+fn a_failed_build_leaves_the_selected_generation_and_rollback_switches_back() {
+    let project = Project::synced();
+    let first = project.target("default");
+
+    project.overlay("skills/local/SKILL.md", "---\nname: local\ndescription: a local skill\n---\nLocal.\n");
+    project.ok(&["sync"]);
+    let second = project.target("default");
+    assert_ne!(first, second, "the overlay is an input");
+    assert!(second.join("plugins/agentpack-bundle/skills/local/SKILL.md").is_file());
+
+    // A FIFO in the overlay cannot be staged: the sync fails and the pointer stays.
+    let fifo = project.home.project.join(".agents/skills/local/pipe");
+    nix_mkfifo(&fifo);
+    project.fails(&["sync"]);
+    assert_eq!(project.target("default"), second);
+    std::fs::remove_file(&fifo).unwrap();
+
+    project.ok(&["rollback"]);
+    assert_eq!(project.target("default"), first);
+    let listed = project.ok(&["rollback", "--list"]);
+    assert!(listed.lines().any(|l| l.starts_with('*')), "{listed}");
+    project.ok(&["rollback"]);
+    assert_eq!(project.target("default"), second, "a second rollback returns");
+    let err = project.fails(&["rollback", "--to", "9"]);
+    assert!(err.contains("cannot go 9 back"), "{err}");
+}
+
+fn nix_mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn verify_only_names_changed_staged_files_and_sync_restores_them() {
+    let project = Project::synced();
+    project.ok(&["sync", "--verify-only"]);
+    // A generated file (not shared with a package): the OpenCode config.
+    let staged = project.pointer("default").join("opencode/opencode.json");
+    let real = std::fs::canonicalize(&staged).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut text = std::fs::read_to_string(&real).unwrap();
+    text.push_str("\n// edited\n");
+    std::fs::write(&real, text).unwrap();
+
+    let err = project.fails(&["sync", "--verify-only"]);
+    assert!(err.contains("staged tree does not match the last sync"), "{err}");
+    assert!(err.contains(&format!("modified  {}", staged.display())), "{err}");
+    assert!(err.contains("fix       agentpack sync"), "{err}");
+
+    let said = project.ok(&["sync"]);
+    assert!(said.contains("staged file(s) changed since the last sync and were replaced"), "{said}");
+    assert!(said.contains("opencode.json"), "{said}");
+    project.ok(&["sync", "--verify-only"]);
+    assert!(!std::fs::read_to_string(&staged).unwrap().contains("// edited"));
+}
+
+#[test]
+fn dry_run_writes_nothing() {
+    let project = Project::synced();
+    let lock = std::fs::read_to_string(project.home.project.join("pack.lock")).unwrap();
+    let before = project.store_paths();
+    let out = project.ok(&["sync", "--dry-run", "--json"]);
+    assert!(out.contains("\"dry_run\": true"), "{out}");
+    assert_eq!(project.store_paths(), before);
+    assert_eq!(std::fs::read_to_string(project.home.project.join("pack.lock")).unwrap(), lock);
+}
+
+#[test]
+fn gc_keeps_selected_generations_and_collects_the_rest() {
+    let project = Project::synced();
+    for index in 0..4 {
+        project.overlay("rules/x.md", &format!("rule {index}\n"));
+        project.ok(&["sync"]);
+    }
+    let current = project.target("default");
+    let report = project.ok(&["gc", "--keep-generations", "1", "--json"]);
+    assert!(report.contains("\"store_paths_removed\""), "{report}");
+    assert!(current.is_dir(), "the selected generation survives gc");
+    project.ok(&["sync", "--verify-only"]);
+    let names = project.store_paths();
+    assert_eq!(
+        names.iter().filter(|n| n.contains("-generation-")).count(),
+        1,
+        "older generations are collected: {names:?}"
+    );
+    project.ok(&["store", "verify"]);
+}
