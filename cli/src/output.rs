@@ -52,10 +52,7 @@ pub fn json<T: Serialize>(body: &T) -> anyhow::Result<()> {
         .ok_or_else(|| anyhow::anyhow!("internal error: a JSON body must be an object"))?;
     let mut enveloped = serde_json::Map::new();
     enveloped.insert("schema_version".into(), SCHEMA_VERSION.into());
-    enveloped.insert(
-        "features".into(),
-        FEATURES.iter().copied().collect::<Vec<_>>().into(),
-    );
+    enveloped.insert("features".into(), FEATURES.to_vec().into());
     enveloped.append(object);
     println!("{}", serde_json::to_string_pretty(&enveloped)?);
     Ok(())

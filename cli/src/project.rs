@@ -106,7 +106,9 @@ impl FilesSnapshot {
     pub fn restore(&self) {
         for (path, bytes) in [&self.manifest, &self.lock] {
             let restored = match bytes {
-                Some(bytes) => agentpack_lockfile::write_if_changed(path, bytes).map(|_| ()).map_err(|e| e.to_string()),
+                Some(bytes) => agentpack_lockfile::write_if_changed(path, bytes)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
                 None => match std::fs::remove_file(path) {
                     Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(err.to_string()),
                     _ => Ok(()),

@@ -4,6 +4,8 @@
 //! The clients come from `AGENTPACK_TEST_AGENTS_BIN` (a `node_modules/.bin`; `.ci/run` installs them).
 //! Outside CI the tests skip with a printed reason when it is unset; in CI (`CI` set) they fail.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // test code: a panic is a failure; skips are printed
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -43,14 +45,26 @@ fn synced_project() -> IsolatedHome {
         "---\nname: planner\ndescription: Plans a change before it is written.\ntools: Read, Grep\nmodel: sonnet\ncolor: green\n---\n\nWrite a short plan first.\n",
     )
     .unwrap();
-    std::fs::write(extra.join("SKILL.md"), "---\nname: team-rules\ndescription: The team's rules.\n---\n\nFollow them.\n").unwrap();
+    std::fs::write(
+        extra.join("SKILL.md"),
+        "---\nname: team-rules\ndescription: The team's rules.\n---\n\nFollow them.\n",
+    )
+    .unwrap();
     let bin = assert_cmd::cargo::cargo_bin("agentpack");
     let run = |args: &[&str]| {
         let output = home.command(&bin, None).args(args).output().unwrap();
-        assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
     };
     run(&["init", "--name", "conformance"]);
-    for package in [examples().join("hello-skill"), examples().join("review-plugin"), extra] {
+    for package in [
+        examples().join("hello-skill"),
+        examples().join("review-plugin"),
+        extra,
+    ] {
         run(&["add", package.to_str().unwrap(), "--no-sync"]);
     }
     run(&["sync"]);
@@ -76,7 +90,13 @@ fn writable_layer(source: &Path, into: &Path) {
     }
 }
 
-fn run_agent(bin: &Path, home: &IsolatedHome, program: &str, args: &[&str], envs: &[(&str, &Path)]) -> String {
+fn run_agent(
+    bin: &Path,
+    home: &IsolatedHome,
+    program: &str,
+    args: &[&str],
+    envs: &[(&str, &Path)],
+) -> String {
     let mut command = Command::new(bin.join(program));
     command
         .args(args)
@@ -93,7 +113,10 @@ fn run_agent(bin: &Path, home: &IsolatedHome, program: &str, args: &[&str], envs
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(output.status.success(), "{program} {args:?} failed:\n{text}");
+    assert!(
+        output.status.success(),
+        "{program} {args:?} failed:\n{text}"
+    );
     text
 }
 
@@ -102,7 +125,13 @@ fn claude_code_validates_the_staged_bundle() {
     let Some(bin) = agents_bin() else { return };
     let home = synced_project();
     let bundle = staged(&home, "plugins/agentpack-bundle");
-    let out = run_agent(&bin, &home, "claude", &["plugin", "validate", bundle.to_str().unwrap()], &[]);
+    let out = run_agent(
+        &bin,
+        &home,
+        "claude",
+        &["plugin", "validate", bundle.to_str().unwrap()],
+        &[],
+    );
     assert!(out.contains("Validation passed"), "{out}");
     for expected in [
         "agentpack-bundle:hello-skill",
@@ -112,7 +141,10 @@ fn claude_code_validates_the_staged_bundle() {
         "agentpack-bundle:reviewer",
         "agentpack-bundle:planner",
     ] {
-        assert!(out.contains(expected), "claude does not list {expected}:\n{out}");
+        assert!(
+            out.contains(expected),
+            "claude does not list {expected}:\n{out}"
+        );
     }
 }
 
@@ -122,12 +154,26 @@ fn codex_lists_every_staged_skill() {
     let home = synced_project();
     let codex_home = home.home.join("codex-layer");
     writable_layer(&staged(&home, "codex-home"), &codex_home);
-    let out = run_agent(&bin, &home, "codex", &["debug", "prompt-input", "hi"], &[("CODEX_HOME", &codex_home)]);
+    let out = run_agent(
+        &bin,
+        &home,
+        "codex",
+        &["debug", "prompt-input", "hi"],
+        &[("CODEX_HOME", &codex_home)],
+    );
     // Skills, commands (as skills), agents (as skills too) and the rule (as a skill).
-    for expected in ["hello-skill", "team-rules", "review", "reviewer", "planner", "style"] {
+    for expected in [
+        "hello-skill",
+        "team-rules",
+        "review",
+        "reviewer",
+        "planner",
+        "style",
+    ] {
         // Codex lists each skill as `- <name>: <description> (file: <root>/<name>/SKILL.md)`.
         assert!(
-            out.contains(&format!("- {expected}: ")) && out.contains(&format!("/{expected}/SKILL.md)")),
+            out.contains(&format!("- {expected}: "))
+                && out.contains(&format!("/{expected}/SKILL.md)")),
             "codex does not list {expected}"
         );
     }
@@ -142,7 +188,10 @@ fn opencode_loads_every_skill_agent_and_the_config() {
     let env = [("OPENCODE_CONFIG_DIR", root.as_path())];
     let skills = run_agent(&bin, &home, "opencode", &["debug", "skill"], &env);
     for expected in ["hello-skill", "team-rules", "style"] {
-        assert!(skills.contains(&format!("\"name\": \"{expected}\"")), "opencode does not load skill {expected}:\n{skills}");
+        assert!(
+            skills.contains(&format!("\"name\": \"{expected}\"")),
+            "opencode does not load skill {expected}:\n{skills}"
+        );
     }
     for agent in ["reviewer", "planner"] {
         let out = run_agent(&bin, &home, "opencode", &["debug", "agent", agent], &env);

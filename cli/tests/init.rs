@@ -1,5 +1,7 @@
 //! `agentpack init` and the command-line skeleton, through the real binary.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // test code: a panic is a failure; skips are printed
+
 use std::path::Path;
 
 use assert_cmd::Command;

@@ -2,6 +2,8 @@
 //! real git repositories (`agentpack-test-support`). Every command the issue names, the offline
 //! fallbacks, one download per (repo, commit), and tampering.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // test code: a panic is a failure; skips are printed
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -29,7 +31,12 @@ impl World {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        let output = self.home.command(&bin(), self.github.as_ref()).args(args).output().unwrap();
+        let output = self
+            .home
+            .command(&bin(), self.github.as_ref())
+            .args(args)
+            .output()
+            .unwrap();
         output
     }
 
@@ -155,22 +162,43 @@ fn every_spec_form_locks_stages_and_verifies() {
         ".claude-plugin/marketplace.json",
         r#"{"name":"market","owner":{"name":"acme"},"plugins":[{"name":"tools","source":"./plugins/tools"},{"name":"other","source":"./plugins/other"}]}"#,
     );
-    market.write("plugins/tools/.claude-plugin/plugin.json", r#"{"name":"tools","description":"tools"}"#);
-    market.write("plugins/tools/commands/hello.md", "---\ndescription: say hello\n---\nSay hello.\n");
-    market.write("plugins/other/.claude-plugin/plugin.json", r#"{"name":"other"}"#);
+    market.write(
+        "plugins/tools/.claude-plugin/plugin.json",
+        r#"{"name":"tools","description":"tools"}"#,
+    );
+    market.write(
+        "plugins/tools/commands/hello.md",
+        "---\ndescription: say hello\n---\nSay hello.\n",
+    );
+    market.write(
+        "plugins/other/.claude-plugin/plugin.json",
+        r#"{"name":"other"}"#,
+    );
     market.commit("market");
 
     // A local package.
     let local = world.home.project.parent().unwrap().join("local-rules");
     std::fs::create_dir_all(&local).unwrap();
-    std::fs::write(local.join("SKILL.md"), "---\nname: local-rules\ndescription: local\n---\nLocal.\n").unwrap();
+    std::fs::write(
+        local.join("SKILL.md"),
+        "---\nname: local-rules\ndescription: local\n---\nLocal.\n",
+    )
+    .unwrap();
 
     world.ok(&["init", "--name", "demo"]);
     world.ok(&["add", "acme/mono/skills/alpha@^1.0"]);
     let lock = world.lock();
-    assert_eq!(lock_field(&lock, "github.com/acme/mono/skills/alpha", "commit"), v110, "^1.0 picks v1.1.0");
+    assert_eq!(
+        lock_field(&lock, "github.com/acme/mono/skills/alpha", "commit"),
+        v110,
+        "^1.0 picks v1.1.0"
+    );
     world.ok(&["add", "github.com/acme/wip", "--no-sync"]);
-    assert!(world.manifest().contains("\"github.com/acme/wip\""), "{}", world.manifest());
+    assert!(
+        world.manifest().contains("\"github.com/acme/wip\""),
+        "{}",
+        world.manifest()
+    );
     world.ok(&["add", "acme/rules@v3.0.0"]);
     world.ok(&["add", &format!("acme/pinned@{pinned_commit}")]);
     world.ok(&["add", "https://github.com/acme/parent/tree/main"]);
@@ -179,23 +207,46 @@ fn every_spec_form_locks_stages_and_verifies() {
 
     let lock = world.lock();
     assert!(lock.starts_with("lockfile_version = 3\n"), "{lock}");
-    assert_eq!(lock_field(&lock, "github.com/acme/wip", "commit"), wip_first);
-    assert_eq!(lock_field(&lock, "github.com/acme/pinned", "commit"), pinned_commit);
+    assert_eq!(
+        lock_field(&lock, "github.com/acme/wip", "commit"),
+        wip_first
+    );
+    assert_eq!(
+        lock_field(&lock, "github.com/acme/pinned", "commit"),
+        pinned_commit
+    );
     assert_eq!(
         lock_field(&lock, "github.com/acme/mono/skills/beta", "commit").len(),
         40,
         "the transitive dependency is locked"
     );
-    assert!(lock.contains("module = \"github.com/acme/market/plugins/tools\""), "{lock}");
+    assert!(
+        lock.contains("module = \"github.com/acme/market/plugins/tools\""),
+        "{lock}"
+    );
     assert!(lock.contains("module = \"local-rules\""), "{lock}");
     for entry in lock.split("[[packages]]").skip(1) {
-        assert!(entry.contains("content_hash = \"sha256-tree-v1:"), "every entry is hashed: {entry}");
+        assert!(
+            entry.contains("content_hash = \"sha256-tree-v1:"),
+            "every entry is hashed: {entry}"
+        );
     }
 
     // Everything is staged for Claude Code (skills of every package, the plugin's command).
     let bundle = world.staged().join("plugins/agentpack-bundle");
-    for skill in ["alpha-1-1", "wip", "rules", "pinned", "parent", "beta", "local-rules"] {
-        assert!(bundle.join("skills").join(skill).join("SKILL.md").is_file(), "{skill} staged");
+    for skill in [
+        "alpha-1-1",
+        "wip",
+        "rules",
+        "pinned",
+        "parent",
+        "beta",
+        "local-rules",
+    ] {
+        assert!(
+            bundle.join("skills").join(skill).join("SKILL.md").is_file(),
+            "{skill} staged"
+        );
     }
     assert!(bundle.join("commands/hello.md").is_file());
 
@@ -203,23 +254,42 @@ fn every_spec_form_locks_stages_and_verifies() {
     skill(&wip, "", "wip-2");
     let wip_second = wip.commit("second");
     world.ok(&["lock"]);
-    assert_eq!(lock_field(&world.lock(), "github.com/acme/wip", "commit"), wip_first);
+    assert_eq!(
+        lock_field(&world.lock(), "github.com/acme/wip", "commit"),
+        wip_first
+    );
     let said = world.ok(&["lock", "--update"]);
-    assert!(said.contains(&format!("moved from commit {wip_first} to {wip_second}")), "{said}");
-    assert_eq!(lock_field(&world.lock(), "github.com/acme/wip", "commit"), wip_second);
+    assert!(
+        said.contains(&format!("moved from commit {wip_first} to {wip_second}")),
+        "{said}"
+    );
+    assert_eq!(
+        lock_field(&world.lock(), "github.com/acme/wip", "commit"),
+        wip_second
+    );
 
     // A conflicting constraint on the transitive module fails naming both requesters, writing nothing.
     let before = (world.manifest(), world.lock());
     let err = world.fails(&["add", "acme/mono/skills/beta@^2.0"]);
-    assert!(err.contains("github.com/acme/parent") && err.contains("agentpack.toml"), "{err}");
-    assert_eq!((world.manifest(), world.lock()), before, "a failed add changes nothing");
+    assert!(
+        err.contains("github.com/acme/parent") && err.contains("agentpack.toml"),
+        "{err}"
+    );
+    assert_eq!(
+        (world.manifest(), world.lock()),
+        before,
+        "a failed add changes nothing"
+    );
 
     // remove drops the entry (and its transitive dependency) and restages.
     world.ok(&["remove", "github.com/acme/parent"]);
     let lock = world.lock();
     assert!(!lock.contains("github.com/acme/parent"), "{lock}");
     assert!(!lock.contains("github.com/acme/mono/skills/beta"), "{lock}");
-    assert!(!bundle.join("skills/parent").exists(), "the pointer selects a generation without it");
+    assert!(
+        !bundle.join("skills/parent").exists(),
+        "the pointer selects a generation without it"
+    );
 
     world.ok(&["sync", "--verify-only"]);
     world.ok(&["store", "verify"]);
@@ -231,19 +301,33 @@ fn offline_fallbacks_and_one_download_per_commit() {
     let gh = world.github();
     let mono = gh.repo("acme", "big");
     for index in 0..20 {
-        skill(&mono, &format!("skills/s{index:02}"), &format!("s{index:02}"));
+        skill(
+            &mono,
+            &format!("skills/s{index:02}"),
+            &format!("s{index:02}"),
+        );
     }
     mono.commit("twenty skills");
     mono.tag("v1.0.0");
     let mut manifest = String::from("name = \"demo\"\nversion = \"0.1.0\"\n\n[dependencies]\n");
     for index in 0..20 {
-        manifest.push_str(&format!("\"github.com/acme/big/skills/s{index:02}\" = \"^1.0\"\n"));
+        manifest.push_str(&format!(
+            "\"github.com/acme/big/skills/s{index:02}\" = \"^1.0\"\n"
+        ));
     }
     std::fs::write(world.home.project.join("agentpack.toml"), manifest).unwrap();
     world.ok(&["lock"]);
-    assert_eq!(gh.count(Endpoint::Tarball, "acme", "big"), 1, "twenty packages, one archive");
+    assert_eq!(
+        gh.count(Endpoint::Tarball, "acme", "big"),
+        1,
+        "twenty packages, one archive"
+    );
     world.ok(&["sync"]);
-    assert_eq!(gh.count(Endpoint::Tarball, "acme", "big"), 1, "a warm sync downloads nothing");
+    assert_eq!(
+        gh.count(Endpoint::Tarball, "acme", "big"),
+        1,
+        "a warm sync downloads nothing"
+    );
 
     // REST failing: the git protocol resolves a new ref.
     let other = gh.repo("acme", "other");
@@ -290,15 +374,24 @@ fn tampering_stops_the_command_and_changes_nothing() {
     make_file_writable_and_append(&slot.join("SKILL.md"), "tampered\n");
     let pointer_before = std::fs::read_link(world.staged()).unwrap();
     let err = world.fails(&["sync"]);
-    assert!(err.contains(&format!("content hash mismatch: {module}")), "{err}");
+    assert!(
+        err.contains(&format!("content hash mismatch: {module}")),
+        "{err}"
+    );
     assert!(err.contains(&format!("expected  {content_hash}")), "{err}");
     assert!(err.contains("agentpack sync --repair"), "{err}");
     assert_eq!(world.lock(), lock, "the lock is untouched");
-    assert_eq!(std::fs::read_link(world.staged()).unwrap(), pointer_before, "staging is untouched");
+    assert_eq!(
+        std::fs::read_link(world.staged()).unwrap(),
+        pointer_before,
+        "staging is untouched"
+    );
     // ... which --repair fixes.
     world.ok(&["sync", "--repair"]);
     world.ok(&["sync", "--verify-only"]);
-    assert!(!std::fs::read_to_string(slot.join("SKILL.md")).unwrap().contains("tampered"));
+    assert!(!std::fs::read_to_string(slot.join("SKILL.md"))
+        .unwrap()
+        .contains("tampered"));
 
     // 2. A changed archive served for the same commit, with an empty cache: refused, and --repair
     //    cannot fix it.
@@ -311,11 +404,17 @@ fn tampering_stops_the_command_and_changes_nothing() {
     assert_eq!(world.lock(), lock);
 
     // 3. A hand-edited content_hash: refused by every command, nothing rewritten.
-    let bad = lock.replace(&content_hash, "sha256-0000000000000000000000000000000000000000000000000000000000000000");
+    let bad = lock.replace(
+        &content_hash,
+        "sha256-0000000000000000000000000000000000000000000000000000000000000000",
+    );
     std::fs::write(world.home.project.join("pack.lock"), &bad).unwrap();
     for args in [&["sync"][..], &["lock"][..]] {
         let err = world.fails(args);
-        assert!(err.contains(&format!("invalid content_hash in pack.lock: {module}")), "{err}");
+        assert!(
+            err.contains(&format!("invalid content_hash in pack.lock: {module}")),
+            "{err}"
+        );
         assert_eq!(world.lock(), bad, "{args:?} leaves the lock as it was");
     }
 
@@ -324,6 +423,9 @@ fn tampering_stops_the_command_and_changes_nothing() {
     let edited = lock.replace(&commit, other);
     std::fs::write(world.home.project.join("pack.lock"), &edited).unwrap();
     let err = world.fails(&["sync"]);
-    assert!(err.contains(&format!("inconsistent pack.lock entry: {module}")), "{err}");
+    assert!(
+        err.contains(&format!("inconsistent pack.lock entry: {module}")),
+        "{err}"
+    );
     assert_eq!(world.lock(), edited);
 }

@@ -2,6 +2,8 @@
 //! generations, a failed build leaves the selected generation alone, rollback, and the staged-file
 //! checks of `sync --verify-only` and a plain sync.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // test code: a panic is a failure; skips are printed
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -18,8 +20,16 @@ impl Project {
         let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
         let project = Self { home };
         project.ok(&["init", "--name", "staging"]);
-        project.ok(&["add", examples.join("hello-skill").to_str().unwrap(), "--no-sync"]);
-        project.ok(&["add", examples.join("review-plugin").to_str().unwrap(), "--no-sync"]);
+        project.ok(&[
+            "add",
+            examples.join("hello-skill").to_str().unwrap(),
+            "--no-sync",
+        ]);
+        project.ok(&[
+            "add",
+            examples.join("review-plugin").to_str().unwrap(),
+            "--no-sync",
+        ]);
         project.ok(&["sync"]);
         project
     }
@@ -32,14 +42,20 @@ impl Project {
     fn ok(&self, args: &[&str]) -> String {
         let output = self.run(args);
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        assert!(output.status.success(), "agentpack {args:?} failed:\n{stderr}");
+        assert!(
+            output.status.success(),
+            "agentpack {args:?} failed:\n{stderr}"
+        );
         format!("{}{stderr}", String::from_utf8_lossy(&output.stdout))
     }
 
     fn fails(&self, args: &[&str]) -> String {
         let output = self.run(args);
         assert!(!output.status.success(), "agentpack {args:?} should fail");
-        assert!(output.stdout.is_empty(), "a failure prints nothing on stdout");
+        assert!(
+            output.stdout.is_empty(),
+            "a failure prints nothing on stdout"
+        );
         String::from_utf8_lossy(&output.stderr).into_owned()
     }
 
@@ -74,7 +90,9 @@ fn a_second_sync_with_unchanged_inputs_builds_nothing() {
     let project = Project::synced();
     let before = project.store_paths();
     let target = project.target("default");
-    assert!(target.join("plugins/agentpack-bundle/skills/hello-skill/SKILL.md").is_file());
+    assert!(target
+        .join("plugins/agentpack-bundle/skills/hello-skill/SKILL.md")
+        .is_file());
     project.ok(&["sync"]);
     assert_eq!(project.store_paths(), before, "no new store path");
     assert_eq!(project.target("default"), target);
@@ -88,7 +106,10 @@ fn modes_are_their_own_generations() {
     let manifest = std::fs::read_to_string(project.home.project.join("agentpack.toml")).unwrap();
     assert!(manifest.contains("[modes.lean]"), "{manifest}");
     let shown = project.ok(&["mode", "show", "lean", "--json"]);
-    assert!(shown.contains("\"schema_version\": 1") && shown.contains("package:hello-skill"), "{shown}");
+    assert!(
+        shown.contains("\"schema_version\": 1") && shown.contains("package:hello-skill"),
+        "{shown}"
+    );
 
     let default_target = project.target("default");
     project.ok(&["--mode", "lean", "sync"]);
@@ -99,9 +120,20 @@ fn modes_are_their_own_generations() {
         .expect("the lean pointer");
     let lean = project.target(&lean_dir);
     assert_ne!(lean, default_target);
-    assert!(lean.join("plugins/agentpack-bundle/skills/hello-skill/SKILL.md").is_file());
-    assert!(!lean.join("plugins/agentpack-bundle/commands/review.md").exists(), "the plugin is not enabled");
-    assert_eq!(project.target("default"), default_target, "another mode is not rebuilt");
+    assert!(lean
+        .join("plugins/agentpack-bundle/skills/hello-skill/SKILL.md")
+        .is_file());
+    assert!(
+        !lean
+            .join("plugins/agentpack-bundle/commands/review.md")
+            .exists(),
+        "the plugin is not enabled"
+    );
+    assert_eq!(
+        project.target("default"),
+        default_target,
+        "another mode is not rebuilt"
+    );
 
     let err = project.fails(&["--mode", "nosuch", "sync"]);
     assert!(err.contains("mode `nosuch` is not declared"), "{err}");
@@ -114,11 +146,16 @@ fn a_failed_build_leaves_the_selected_generation_and_rollback_switches_back() {
     let project = Project::synced();
     let first = project.target("default");
 
-    project.overlay("skills/local/SKILL.md", "---\nname: local\ndescription: a local skill\n---\nLocal.\n");
+    project.overlay(
+        "skills/local/SKILL.md",
+        "---\nname: local\ndescription: a local skill\n---\nLocal.\n",
+    );
     project.ok(&["sync"]);
     let second = project.target("default");
     assert_ne!(first, second, "the overlay is an input");
-    assert!(second.join("plugins/agentpack-bundle/skills/local/SKILL.md").is_file());
+    assert!(second
+        .join("plugins/agentpack-bundle/skills/local/SKILL.md")
+        .is_file());
 
     // A FIFO in the overlay cannot be staged: the sync fails and the pointer stays.
     let fifo = project.home.project.join(".agents/skills/local/pipe");
@@ -132,13 +169,20 @@ fn a_failed_build_leaves_the_selected_generation_and_rollback_switches_back() {
     let listed = project.ok(&["rollback", "--list"]);
     assert!(listed.lines().any(|l| l.starts_with('*')), "{listed}");
     project.ok(&["rollback"]);
-    assert_eq!(project.target("default"), second, "a second rollback returns");
+    assert_eq!(
+        project.target("default"),
+        second,
+        "a second rollback returns"
+    );
     let err = project.fails(&["rollback", "--to", "9"]);
     assert!(err.contains("cannot go 9 back"), "{err}");
 }
 
 fn nix_mkfifo(path: &Path) {
-    let status = std::process::Command::new("mkfifo").arg(path).status().unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
     assert!(status.success());
 }
 
@@ -156,15 +200,26 @@ fn verify_only_names_changed_staged_files_and_sync_restores_them() {
     std::fs::write(&real, text).unwrap();
 
     let err = project.fails(&["sync", "--verify-only"]);
-    assert!(err.contains("staged tree does not match the last sync"), "{err}");
-    assert!(err.contains(&format!("modified  {}", staged.display())), "{err}");
+    assert!(
+        err.contains("staged tree does not match the last sync"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("modified  {}", staged.display())),
+        "{err}"
+    );
     assert!(err.contains("fix       agentpack sync"), "{err}");
 
     let said = project.ok(&["sync"]);
-    assert!(said.contains("staged file(s) changed since the last sync and were replaced"), "{said}");
+    assert!(
+        said.contains("staged file(s) changed since the last sync and were replaced"),
+        "{said}"
+    );
     assert!(said.contains("opencode.json"), "{said}");
     project.ok(&["sync", "--verify-only"]);
-    assert!(!std::fs::read_to_string(&staged).unwrap().contains("// edited"));
+    assert!(!std::fs::read_to_string(&staged)
+        .unwrap()
+        .contains("// edited"));
 }
 
 #[test]
@@ -175,7 +230,10 @@ fn dry_run_writes_nothing() {
     let out = project.ok(&["sync", "--dry-run", "--json"]);
     assert!(out.contains("\"dry_run\": true"), "{out}");
     assert_eq!(project.store_paths(), before);
-    assert_eq!(std::fs::read_to_string(project.home.project.join("pack.lock")).unwrap(), lock);
+    assert_eq!(
+        std::fs::read_to_string(project.home.project.join("pack.lock")).unwrap(),
+        lock
+    );
 }
 
 #[test]

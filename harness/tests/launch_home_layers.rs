@@ -437,3 +437,24 @@ fn codex_homes_of_projects_that_are_gone_are_removed_unless_running() {
     assert!(alive.join("default/g-aaaaaaaa").is_dir());
     assert!(unmarked.join("default/g-aaaaaaaa").is_dir());
 }
+
+#[test]
+fn grok_credentials_are_imported_from_an_older_project_home() {
+    let w = world(&exe());
+    std::fs::remove_file(w.home.join(".grok/auth.json")).unwrap();
+    let older = w
+        .agentpack_home
+        .join("projects/ffffffffffffffff/grok-homes/default/12345678");
+    std::fs::create_dir_all(&older).unwrap();
+    std::fs::write(older.join("auth.json"), "{\"token\": \"older\"}\n").unwrap();
+    let prepared = prepare(&w, Agent::Grok, false);
+    let home = prepared.root.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(home.join("auth.json")).unwrap(),
+        "{\"token\": \"older\"}\n"
+    );
+    assert!(
+        !w.home.join(".grok/auth.json").exists(),
+        "the real home is not written"
+    );
+}

@@ -54,9 +54,18 @@ pub fn run_add(ctx: &Context, args: &AddArgs) -> Result<ExitCode> {
     let old = project.load_lock(&manifest)?;
 
     let snapshot = project.snapshot()?;
-    let outcome = relock(ctx, &project, &manifest, Some(&old), &UpdatePolicy::KeepPins)?;
+    let outcome = relock(
+        ctx,
+        &project,
+        &manifest,
+        Some(&old),
+        &UpdatePolicy::KeepPins,
+    )?;
     let result = (|| -> Result<()> {
-        agentpack_lockfile::write_if_changed(&project.manifest_path, document.to_string().as_bytes())?;
+        agentpack_lockfile::write_if_changed(
+            &project.manifest_path,
+            document.to_string().as_bytes(),
+        )?;
         outcome.lock.save(&project.lock_path)?;
         if !args.no_sync {
             sync::run_sync(ctx, &project, &SyncOptions::default())?;
@@ -77,11 +86,18 @@ pub fn run_add(ctx: &Context, args: &AddArgs) -> Result<ExitCode> {
 }
 
 /// The manifest key and value `add` writes for the spec.
-fn dependency_for(ctx: &Context, project: &Project, args: &AddArgs) -> Result<(ModuleId, Dependency)> {
+fn dependency_for(
+    ctx: &Context,
+    project: &Project,
+    args: &AddArgs,
+) -> Result<(ModuleId, Dependency)> {
     let spec = parse_spec(&args.spec)?;
     if let Some(plugin) = &args.plugin {
         let PackageSpec::Github(marketplace) = spec else {
-            bail!("--plugin needs a GitHub marketplace repository (owner/repo[@ref]), not `{}`", args.spec);
+            bail!(
+                "--plugin needs a GitHub marketplace repository (owner/repo[@ref]), not `{}`",
+                args.spec
+            );
         };
         let store = session::open_store(&project.home)?;
         let github = session::github(&store)?;
@@ -102,9 +118,10 @@ fn dependency_for(ctx: &Context, project: &Project, args: &AddArgs) -> Result<(M
             let pin = Pin::from_reference(github.reference.as_deref())?;
             (github.module, Dependency::Remote(pin))
         }
-        PackageSpec::Name { name, reference } => {
-            (name, Dependency::Remote(Pin::from_reference(reference.as_deref())?))
-        }
+        PackageSpec::Name { name, reference } => (
+            name,
+            Dependency::Remote(Pin::from_reference(reference.as_deref())?),
+        ),
         PackageSpec::Path(path) => {
             let dir = ctx.cwd.join(&path);
             let dir = fs_err::canonicalize(&dir)
@@ -116,9 +133,15 @@ fn dependency_for(ctx: &Context, project: &Project, args: &AddArgs) -> Result<(M
                 .file_name()
                 .map(|name| key_from_dir_name(&name.to_string_lossy()))
                 .filter(|key| !key.is_empty())
-                .with_context(|| format!("cannot derive a dependency name from {}", dir.display()))?;
-            let module = ModuleId::parse(&key)
-                .with_context(|| format!("cannot use `{key}` (from {}) as a dependency name", dir.display()))?;
+                .with_context(|| {
+                    format!("cannot derive a dependency name from {}", dir.display())
+                })?;
+            let module = ModuleId::parse(&key).with_context(|| {
+                format!(
+                    "cannot use `{key}` (from {}) as a dependency name",
+                    dir.display()
+                )
+            })?;
             (module, Dependency::Path(relative_to(&project.root, &dir)))
         }
     })
@@ -179,9 +202,18 @@ pub fn run_remove(ctx: &Context, args: &RemoveArgs) -> Result<ExitCode> {
     let manifest = document.to_manifest()?;
     let old = project.load_lock(&manifest)?;
     let snapshot = project.snapshot()?;
-    let outcome = relock(ctx, &project, &manifest, Some(&old), &UpdatePolicy::KeepPins)?;
+    let outcome = relock(
+        ctx,
+        &project,
+        &manifest,
+        Some(&old),
+        &UpdatePolicy::KeepPins,
+    )?;
     let result = (|| -> Result<()> {
-        agentpack_lockfile::write_if_changed(&project.manifest_path, document.to_string().as_bytes())?;
+        agentpack_lockfile::write_if_changed(
+            &project.manifest_path,
+            document.to_string().as_bytes(),
+        )?;
         outcome.lock.save(&project.lock_path)?;
         if !args.no_sync {
             sync::run_sync(ctx, &project, &SyncOptions::default())?;
@@ -213,7 +245,10 @@ mod tests {
     #[test]
     fn relative_paths_and_keys() {
         assert_eq!(relative_to(Path::new("/a/b"), Path::new("/a/c")), "../c");
-        assert_eq!(relative_to(Path::new("/a/b"), Path::new("/a/b/c/d")), "./c/d");
+        assert_eq!(
+            relative_to(Path::new("/a/b"), Path::new("/a/b/c/d")),
+            "./c/d"
+        );
         assert_eq!(relative_to(Path::new("/a/b"), Path::new("/a/b")), ".");
         assert_eq!(key_from_dir_name("My Rules!"), "my-rules");
     }

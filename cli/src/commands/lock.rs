@@ -82,9 +82,9 @@ pub fn module_of(spec: &str) -> Result<String> {
     Ok(match parse_spec(spec)? {
         PackageSpec::Github(github) => github.module.as_str().to_owned(),
         PackageSpec::Name { name, .. } => name.as_str().to_owned(),
-        PackageSpec::Path(path) => bail!(
-            "`{path}` is a filesystem path; name the package by its key in agentpack.toml"
-        ),
+        PackageSpec::Path(path) => {
+            bail!("`{path}` is a filesystem path; name the package by its key in agentpack.toml")
+        }
     })
 }
 

@@ -81,7 +81,11 @@ pub fn run(ctx: &Context, args: &ModeArgs) -> Result<ExitCode> {
             let manifest = project.load_manifest()?;
             let names: Vec<String> = match &args.command {
                 ModeCommand::Show { name } => vec![name.clone()],
-                _ => manifest.mode_names().into_iter().map(str::to_owned).collect(),
+                _ => manifest
+                    .mode_names()
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect(),
             };
             let mut views = Vec::new();
             for name in names {
@@ -127,7 +131,10 @@ pub fn run(ctx: &Context, args: &ModeArgs) -> Result<ExitCode> {
                 }
                 ModeCommand::Base { name, base } => {
                     document.set_mode_base(name, (*base).into())?;
-                    format!("Mode `{name}` now starts from {}", Base::from(*base).as_str())
+                    format!(
+                        "Mode `{name}` now starts from {}",
+                        Base::from(*base).as_str()
+                    )
                 }
                 ModeCommand::Enable { name, selector } => {
                     let parsed = Selector::parse(selector)?;
@@ -147,7 +154,10 @@ pub fn run(ctx: &Context, args: &ModeArgs) -> Result<ExitCode> {
             };
             // Validate the whole edited manifest before writing it.
             document.to_manifest()?;
-            agentpack_lockfile::write_if_changed(&project.manifest_path, document.to_string().as_bytes())?;
+            agentpack_lockfile::write_if_changed(
+                &project.manifest_path,
+                document.to_string().as_bytes(),
+            )?;
             if ctx.says() {
                 output::info(&format!("{said}; run `agentpack sync` to stage it"));
             }
@@ -180,11 +190,16 @@ pub fn run_rollback(ctx: &Context, args: &RollbackArgs) -> Result<ExitCode> {
     let mode_dir = keys::mode_dir_component(&name);
     let store = session::open_store(&project.home)?;
     let pointer = ModePointer::new(&project.staging_root, &mode_dir);
-    let current = pointer.current().and_then(|target| store.store_path_of(&target));
+    let current = pointer
+        .current()
+        .and_then(|target| store.store_path_of(&target));
     let history = store.generation_history(&history_name(&project, &mode_dir))?;
     // The history may hold a generation twice (after a rollback): show each once, newest first.
     let mut seen = std::collections::HashSet::new();
-    let generations: Vec<_> = history.into_iter().filter(|g| seen.insert(g.name.clone())).collect();
+    let generations: Vec<_> = history
+        .into_iter()
+        .filter(|g| seen.insert(g.name.clone()))
+        .collect();
     let current_index = current
         .as_ref()
         .and_then(|c| generations.iter().position(|g| &g.name == c.name()))
@@ -196,7 +211,8 @@ pub fn run_rollback(ctx: &Context, args: &RollbackArgs) -> Result<ExitCode> {
             .map(|(index, g)| GenerationView {
                 back: index,
                 name: g.name.as_str().to_owned(),
-                created_unix_seconds: u64::try_from(g.created_nanos / 1_000_000_000).unwrap_or(u64::MAX),
+                created_unix_seconds: u64::try_from(g.created_nanos / 1_000_000_000)
+                    .unwrap_or(u64::MAX),
                 current: index == current_index,
             })
             .collect();

@@ -66,7 +66,11 @@ pub fn run_gc(ctx: &Context, args: &GcArgs) -> Result<ExitCode> {
     if ctx.json {
         output::json(&report)?;
     } else {
-        let verb = if report.dry_run { "would remove" } else { "removed" };
+        let verb = if report.dry_run {
+            "would remove"
+        } else {
+            "removed"
+        };
         output::stdout(&format!(
             "{verb} {} store path(s) and {} blob(s), {} generation(s) pruned, {} freed; kept {} store path(s)\n",
             report.store_paths_removed.len(),
@@ -105,9 +109,15 @@ pub fn run_store(ctx: &Context, args: &StoreArgs) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         StoreCommand::Verify(verify_args) => {
-            let report = verify(&store, VerifyOptions { repair: verify_args.repair })?;
+            let report = verify(
+                &store,
+                VerifyOptions {
+                    repair: verify_args.repair,
+                },
+            )?;
             session::flush_store_warnings(&store);
-            let damaged = !report.is_clean() && (!verify_args.repair || !report.unrepairable.is_empty());
+            let damaged =
+                !report.is_clean() && (!verify_args.repair || !report.unrepairable.is_empty());
             if ctx.json {
                 if damaged {
                     // A refusal is never JSON: say it on stderr, exit non-zero.

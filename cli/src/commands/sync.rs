@@ -63,6 +63,7 @@ pub struct SyncOptions {
 
 /// What a sync selected: everything a launcher needs.
 #[derive(Debug)]
+#[allow(dead_code)] // read by the launchers
 pub struct Staged {
     pub project_root: PathBuf,
     pub project_hash: String,
@@ -288,9 +289,12 @@ fn generation_inputs(
         });
     }
     let overlay_dir = project.root.join(".agents");
-    let overlay = if env::var(EnvVars::AGENTPACK_DOT_AGENTS).as_deref() != Some("0") && overlay_dir.is_dir() {
-        let hash = hash_tree(&overlay_dir)
-            .with_context(|| format!("cannot read the project overlay {}", overlay_dir.display()))?;
+    let overlay = if env::var(EnvVars::AGENTPACK_DOT_AGENTS).as_deref() != Some("0")
+        && overlay_dir.is_dir()
+    {
+        let hash = hash_tree(&overlay_dir).with_context(|| {
+            format!("cannot read the project overlay {}", overlay_dir.display())
+        })?;
         Some((overlay_dir, hash.to_string()))
     } else {
         None
@@ -329,13 +333,16 @@ pub fn harness_servers(manifest: &Manifest) -> IndexMap<String, HarnessMcpServer
                 disabled: server.disabled.then_some(true),
                 headers: server.headers.clone(),
                 cwd: server.cwd.clone(),
-                oauth: server.oauth.as_ref().map(|oauth| agentpack_harness::McpOAuth {
-                    client_id: oauth.client_id.clone(),
-                    client_secret: oauth.client_secret.clone(),
-                    callback_port: oauth.callback_port,
-                    scopes: oauth.scopes.clone(),
-                    metadata_url: oauth.metadata_url.clone(),
-                }),
+                oauth: server
+                    .oauth
+                    .as_ref()
+                    .map(|oauth| agentpack_harness::McpOAuth {
+                        client_id: oauth.client_id.clone(),
+                        client_secret: oauth.client_secret.clone(),
+                        callback_port: oauth.callback_port,
+                        scopes: oauth.scopes.clone(),
+                        metadata_url: oauth.metadata_url.clone(),
+                    }),
             };
             (name.clone(), converted)
         })
@@ -392,7 +399,11 @@ pub fn history_name(project: &Project, mode_dir: &str) -> String {
 /// A reused generation whose files changed since it was published is restored from the store, and
 /// the files are named, as the docs' sync report does. Returns true when the generation had to be
 /// removed (nothing good was left to restore it from) and must be built again.
-fn restore_if_changed(store: &Arc<Store>, generation: &StorePath, pointer: &ModePointer) -> Result<bool> {
+fn restore_if_changed(
+    store: &Arc<Store>,
+    generation: &StorePath,
+    pointer: &ModePointer,
+) -> Result<bool> {
     let diff = staged::quick_check(store, generation, pointer.path())?;
     if diff.is_clean() {
         return Ok(false);
@@ -428,7 +439,9 @@ fn verify_only(ctx: &Context, project: &Project) -> Result<ExitCode> {
     print_warnings(&outcome.warnings);
     check_verified(&lock)?;
     let pointer = ModePointer::new(&project.staging_root, &mode.dir);
-    let generation = pointer.current().and_then(|target| store.store_path_of(&target));
+    let generation = pointer
+        .current()
+        .and_then(|target| store.store_path_of(&target));
     let Some(generation) = generation else {
         bail!(
             "no staging recorded for mode `{}` at {}\n  fix  run `agentpack sync` once",
@@ -481,7 +494,10 @@ fn dry_run(ctx: &Context, project: &Project) -> Result<ExitCode> {
     for package in &lock.packages {
         let slot = cache.join(package.cache_key.as_str());
         if !slot.exists() {
-            actions.push(format!("would fetch {} at {}", package.module, package.commit));
+            actions.push(format!(
+                "would fetch {} at {}",
+                package.module, package.commit
+            ));
         }
     }
     let pointer = ModePointer::new(&project.staging_root, &mode.dir);
@@ -491,7 +507,9 @@ fn dry_run(ctx: &Context, project: &Project) -> Result<ExitCode> {
         pointer.path().display()
     ));
     if ctx.json {
-        output::json(&serde_json::json!({ "dry_run": true, "mode": mode.name, "actions": actions }))?;
+        output::json(
+            &serde_json::json!({ "dry_run": true, "mode": mode.name, "actions": actions }),
+        )?;
     } else {
         for action in actions {
             output::stdout(&format!("{action}\n"));

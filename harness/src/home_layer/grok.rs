@@ -4,7 +4,8 @@
 //! layer merged (0600); the bundle is linked at `plugins/agentpack-bundle`; the user's skills,
 //! agents, commands and plugins are linked in; `sessions/` links to `~/.grok/sessions/`. Grok
 //! replaces credential files when it refreshes tokens, so credentials are copied, not linked: from
-//! `$AGENTPACK_HOME/shared/grok/` before the launch and back after it ([`save_grok_credentials`]).
+//! `$AGENTPACK_HOME/shared/grok/` before the launch and back after it ([`save_grok_credentials`]);
+//! the shared copy starts from `~/.grok/`, else from the newest copy in an older project home.
 
 use std::path::Path;
 
@@ -70,8 +71,12 @@ pub(super) fn prepare(
     fsops::private_dir(&shared)?;
     for name in CREDENTIALS {
         let shared_file = shared.join(name);
-        if !shared_file.exists() && real.join(name).is_file() {
-            copy_private(&real.join(name), &shared_file)?;
+        if !shared_file.exists() {
+            if real.join(name).is_file() {
+                copy_private(&real.join(name), &shared_file)?;
+            } else if let Some(older) = newest_project_copy(request.agentpack_home, name) {
+                copy_private(&older, &shared_file)?;
+            }
         }
         if shared_file.is_file() {
             copy_private(&shared_file, &home.join(name))?;
@@ -83,6 +88,28 @@ pub(super) fn prepare(
         .insert("GROK_HOME".into(), home.clone().into_os_string());
     prepared.root = Some(home);
     Ok(())
+}
+
+/// The newest `name` in any project's Grok homes (`projects/*/grok-homes/*/*/`), for importing
+/// credentials an older agentpack kept per project.
+fn newest_project_copy(agentpack_home: &Path, name: &str) -> Option<std::path::PathBuf> {
+    let projects = agentpack_home.join("projects");
+    let mut best: Option<(std::time::SystemTime, std::path::PathBuf)> = None;
+    for project in fsops::list_names(&projects) {
+        let homes = projects.join(project).join("grok-homes");
+        for mode in fsops::list_names(&homes) {
+            for generation in fsops::list_names(&homes.join(&mode)) {
+                let file = homes.join(&mode).join(generation).join(name);
+                let Ok(modified) = std::fs::metadata(&file).and_then(|m| m.modified()) else {
+                    continue;
+                };
+                if best.as_ref().is_none_or(|(time, _)| modified > *time) {
+                    best = Some((modified, file));
+                }
+            }
+        }
+    }
+    best.map(|(_, file)| file)
 }
 
 /// Copies the credentials Grok left in `grok_home` to `$AGENTPACK_HOME/shared/grok/`, for every
