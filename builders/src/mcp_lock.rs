@@ -144,9 +144,13 @@ pub fn record(
     let mut outcome = McpLockOutcome::default();
     for server in servers {
         let previous = old.mcp_server(&server.name);
-        if let Some(record) =
-            record_server(server, previous, options, &mut client, &mut outcome.warnings)?
-        {
+        if let Some(record) = record_server(
+            server,
+            previous,
+            options,
+            &mut client,
+            &mut outcome.warnings,
+        )? {
             outcome.records.push(record);
         }
     }
@@ -229,7 +233,9 @@ pub fn record_server(
             r
         }
         Launch::Npm(invocation) => {
-            return record_npm(server, invocation, &digest, previous, options, client, warnings)
+            return record_npm(
+                server, invocation, &digest, previous, options, client, warnings,
+            )
         }
     };
     Ok(Some(record))
@@ -322,7 +328,11 @@ fn record_npm(
             && p.version.as_deref() == Some(resolved.version.as_str())
             && p.registry.as_deref() == Some(registry.as_str())
     }) {
-        if let Some(old) = p.integrity.as_deref().filter(|old| *old != resolved.integrity) {
+        if let Some(old) = p
+            .integrity
+            .as_deref()
+            .filter(|old| *old != resolved.integrity)
+        {
             return Err(McpLockError::IntegrityChanged {
                 server: server.name.clone(),
                 package: resolved.name,
@@ -586,7 +596,9 @@ mod tests {
         let a = merged("a", "npx", &["x"]);
         let mut b = a.clone();
         b.server.env.insert("TOKEN".into(), "secret".into());
-        b.server.headers.insert("Authorization".into(), "Bearer s".into());
+        b.server
+            .headers
+            .insert("Authorization".into(), "Bearer s".into());
         assert_eq!(definition_digest(&a.server), definition_digest(&b.server));
     }
 

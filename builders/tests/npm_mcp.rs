@@ -42,9 +42,11 @@ fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let registry = NpmRegistry::start();
     let marker = dir.path().join("postinstall-ran");
-    registry.publish(
-        NpmPackage::new("dep-b", "1.0.0").file("index.js", "module.exports = 'dep-b here';\n", false),
-    );
+    registry.publish(NpmPackage::new("dep-b", "1.0.0").file(
+        "index.js",
+        "module.exports = 'dep-b here';\n",
+        false,
+    ));
     registry.publish(
         NpmPackage::new("dep-c", "2.0.0")
             .field(
@@ -80,7 +82,9 @@ fn npx_server(name: &str, spec: &str, registry: &str) -> MergedServer {
     server
         .env
         .insert("npm_config_registry".into(), registry.into());
-    server.env.insert("API_TOKEN".into(), "sk-secret-value".into());
+    server
+        .env
+        .insert("API_TOKEN".into(), "sk-secret-value".into());
     MergedServer {
         name: name.into(),
         server,
@@ -109,8 +113,16 @@ fn spec_path(store: &Store, lock: &Lockfile, servers: &[MergedServer]) -> PathBu
 }
 
 fn run_node(script: &Path, args: &[&str]) -> serde_json::Value {
-    let out = Command::new("node").arg(script).args(args).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("node")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -134,18 +146,28 @@ fn latest_is_pinned_and_the_tree_is_locked_with_integrities() {
     let paths: Vec<&str> = r.tree.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(
         paths,
-        ["node_modules/@demo/mcp", "node_modules/dep-b", "node_modules/dep-c"]
+        [
+            "node_modules/@demo/mcp",
+            "node_modules/dep-b",
+            "node_modules/dep-c"
+        ]
     );
     for entry in &r.tree {
         let name = entry.path.trim_start_matches("node_modules/");
         assert_eq!(entry.integrity, f.registry.integrity(name, &entry.version));
     }
-    assert_eq!(r.tree_digest.as_deref(), Some(tree_digest(&r.tree).as_str()));
+    assert_eq!(
+        r.tree_digest.as_deref(),
+        Some(tree_digest(&r.tree).as_str())
+    );
     assert_eq!(lock.lockfile_version(), 4);
     let text = lock.to_toml_string();
     assert!(!text.contains("sk-secret-value"), "{text}");
     assert!(!text.contains("API_TOKEN"), "{text}");
-    assert_eq!(Lockfile::parse(&text, Path::new("pack.lock")).unwrap(), lock);
+    assert_eq!(
+        Lockfile::parse(&text, Path::new("pack.lock")).unwrap(),
+        lock
+    );
     assert!(!f.marker().exists(), "npm ran a package script");
 }
 
@@ -179,7 +201,11 @@ fn mcp_exec_starts_from_the_store_reuses_it_and_never_runs_scripts() {
     let second = prepare_exec(&store, &spec).unwrap();
     assert!(!second.ready.downloaded);
     assert_eq!(second.ready.tree.name(), first.ready.tree.name());
-    assert_eq!(f.registry.tarball_requests(), 3, "a later start downloads nothing");
+    assert_eq!(
+        f.registry.tarball_requests(),
+        3,
+        "a later start downloads nothing"
+    );
 }
 
 #[test]
@@ -195,7 +221,10 @@ fn a_corrupted_tarball_is_refused_before_anything_is_written() {
         matches!(err, McpExecError::Tree(TreeStoreError::Integrity { ref package, .. }) if package == "dep-b"),
         "{err}"
     );
-    assert!(err.to_string().contains("does not match the integrity"), "{err}");
+    assert!(
+        err.to_string().contains("does not match the integrity"),
+        "{err}"
+    );
     assert!(!store.cache_dir().join(NPM_TREES_DIR).exists());
     let published: Vec<String> = std::fs::read_dir(store.store_dir())
         .unwrap()
@@ -211,7 +240,11 @@ fn a_corrupted_tarball_is_refused_before_anything_is_written() {
 
 #[test]
 fn an_unreachable_registry_fails_or_records_unpinned_when_allowed() {
-    let servers = [npx_server("demo", "@demo/mcp@latest", &unreachable_registry_url())];
+    let servers = [npx_server(
+        "demo",
+        "@demo/mcp@latest",
+        &unreachable_registry_url(),
+    )];
     let err = record(&servers, &Lockfile::default(), &options()).unwrap_err();
     assert!(matches!(err, McpLockError::Unreachable { .. }), "{err}");
     assert!(err.to_string().contains("--allow-unpinned-mcp"), "{err}");
@@ -262,7 +295,10 @@ fn lock_keeps_the_version_update_moves_it_and_a_changed_integrity_fails() {
     f.registry
         .set_integrity(SERVER, "1.2.0", "sha512-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA==");
     let err = record(&servers, &moved, &update).unwrap_err();
-    assert!(matches!(err, McpLockError::IntegrityChanged { .. }), "{err}");
+    assert!(
+        matches!(err, McpLockError::IntegrityChanged { .. }),
+        "{err}"
+    );
 }
 
 #[test]
@@ -287,9 +323,17 @@ fn an_edited_definition_is_stale_and_ranges_stay_unpinned() {
         },
         ..servers[0].clone()
     };
-    let out = record(std::slice::from_ref(&bunx), &Lockfile::default(), &options()).unwrap();
+    let out = record(
+        std::slice::from_ref(&bunx),
+        &Lockfile::default(),
+        &options(),
+    )
+    .unwrap();
     assert_eq!(out.records[0].status, McpStatus::Pinned);
-    assert!(out.records[0].tree.is_empty(), "bunx is pinned at the top level only");
+    assert!(
+        out.records[0].tree.is_empty(),
+        "bunx is pinned at the top level only"
+    );
     let mut lock = Lockfile::default();
     lock.mcp_servers = out.records;
     let launches = mcp_lock::launches_for(
@@ -354,7 +398,9 @@ fn two_projects_share_one_tree_and_gc_keeps_it_while_referenced() {
             &specs.references,
         )
         .unwrap();
-    store.add_generation_root("project/default", &generation).unwrap();
+    store
+        .add_generation_root("project/default", &generation)
+        .unwrap();
     drop(store);
 
     // Without the cache pointer, the generation alone keeps the tree.

@@ -83,6 +83,32 @@ pub enum Command {
     /// Inspect and repair the store.
     Store(commands::store::StoreArgs),
 
+    /// Launch Claude Code with the mode's plugin bundle.
+    Claude(commands::launch::LaunchArgs),
+
+    /// Launch Cursor Agent (cursor-agent) with a staged HOME.
+    #[command(alias = "cursor-agent")]
+    Agent(commands::launch::LaunchArgs),
+
+    /// Launch OpenCode with a staged config root.
+    Opencode(commands::launch::LaunchArgs),
+
+    /// Launch Codex with a staged CODEX_HOME.
+    Codex(commands::launch::LaunchArgs),
+
+    /// Launch Grok with a staged GROK_HOME.
+    Grok(commands::launch::LaunchArgs),
+
+    /// Launch Antigravity (agy) with the workspace plugin.
+    Agy(commands::launch::LaunchArgs),
+
+    /// Helpers outside the main workflow (`extra sync-claude`).
+    Extra(commands::extra::ExtraArgs),
+
+    /// Runs a staged hook's handlers (called by the agents, not by people).
+    #[command(hide = true)]
+    HookExec(commands::hook_exec::HookExecArgs),
+
     /// Print a shell completion script to stdout.
     Completion(CompletionArgs),
 }

@@ -611,3 +611,22 @@ fn a_running_agent_keeps_its_generation_while_a_later_launch_switches_the_pointe
     assert!(first.wait().unwrap().success());
     assert_eq!(t.leases_now(), 0);
 }
+
+#[test]
+fn secrets_reach_the_agent_when_a_bare_sync_built_the_generation() {
+    let Some(t) = setup() else { return };
+    t.ok(&["sync"], &[]);
+    t.ok(&["codex"], &[]);
+    let seen = t.seen("codex");
+    let config =
+        std::fs::read_to_string(PathBuf::from(&seen.env["CODEX_HOME"]).join("config.toml"))
+            .unwrap();
+    assert!(config.contains("sk-SENTINEL"), "{config}");
+    t.ok(&["claude"], &[]);
+    let seen = t.seen("claude");
+    assert!(
+        seen.env.values().any(|v| v == "sk-SENTINEL"),
+        "{:?}",
+        seen.env
+    );
+}

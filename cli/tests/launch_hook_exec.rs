@@ -110,3 +110,102 @@ fn a_handler_answers_through_dispatch() {
     assert!(!wrong.status.success());
     assert!(String::from_utf8_lossy(&wrong.stderr).contains("agentpack sync"));
 }
+
+/// A package's hook, staged by a launch, runs through the command the generation wrote.
+#[test]
+fn a_staged_hook_calls_back_into_agentpack() {
+    if !wired() {
+        return;
+    }
+    let iso = agentpack_test_support::IsolatedHome::new();
+    let pkg = iso.project.join("pkg");
+    let write = |path: std::path::PathBuf, text: &str| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        pkg.join(".claude-plugin/plugin.json"),
+        r#"{"name": "guard", "version": "1.0.0"}"#,
+    );
+    write(
+        pkg.join("hooks/hooks.json"),
+        r#"{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "sh ${CLAUDE_PLUGIN_ROOT}/scripts/guard.sh"}]}]}}"#,
+    );
+    write(
+        pkg.join("scripts/guard.sh"),
+        "input=$(cat)\ncase \"$input\" in *rm*) echo blocked >&2; exit 2;; esac\necho \"{\\\"root\\\":\\\"$PWD\\\"}\"\n",
+    );
+    write(
+        iso.project.join("agentpack.toml"),
+        "name = \"demo\"\nversion = \"0.1.0\"\n\n[dependencies]\n\"guard\" = { path = \"pkg\" }\n",
+    );
+    let bin = iso.project.parent().unwrap().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let claude = bin.join("claude");
+    std::fs::write(&claude, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(
+        &claude,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .unwrap();
+    let output = iso
+        .command(&assert_cmd::cargo::cargo_bin("agentpack"), None)
+        .env("CLAUDE_PATH", &claude)
+        .arg("claude")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let generation = std::fs::canonicalize(iso.staging_root.join("modes/default")).unwrap();
+    let hooks: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(generation.join("plugins/agentpack-bundle/hooks/hooks.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let command = hooks["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        command.contains("hook-exec dispatch --agent claude --event PreToolUse"),
+        "{command}"
+    );
+    let run = |payload: &str| {
+        let mut child = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(&command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(payload.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let allowed = run(r#"{"tool_name":"Bash","tool_input":{"command":"ls"}}"#);
+    assert_eq!(
+        allowed.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&allowed.stderr)
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&allowed.stdout).unwrap();
+    assert!(
+        answer["root"]
+            .as_str()
+            .unwrap()
+            .starts_with(&*generation.join("plugin-roots").to_string_lossy()),
+        "runs in the staged copy: {answer}"
+    );
+    let blocked = run(r#"{"tool_name":"Bash","tool_input":{"command":"rm -rf /"}}"#);
+    assert_eq!(blocked.status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&blocked.stderr), "blocked\n");
+}

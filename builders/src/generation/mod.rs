@@ -183,39 +183,7 @@ pub fn build_generation(
         });
     }
 
-    let generation_root = store.store_dir().join(name.as_str());
-    let stage = StageInputs {
-        packages: inputs
-            .packages
-            .iter()
-            .map(|package| PackageInput {
-                module: package.module.clone(),
-                cache_key: package.cache_key.clone(),
-                owner: package.owner.clone(),
-                repo: package.repo.clone(),
-                path: package.path.clone(),
-                commit: package.commit.clone(),
-                kind: package.kind.clone(),
-                root: package.store_path.path().to_path_buf(),
-                filter: inputs.mode.package_filter(&package.module),
-            })
-            .collect(),
-        overlay: inputs.overlay.as_ref().map(|(root, _)| OverlayInput {
-            root: root.clone(),
-            filter: inputs.mode.overlay_filter(),
-        }),
-        mcp_servers: inputs.mcp_servers.clone(),
-        mcp_launch: inputs.mcp_launch.clone(),
-        mode: inputs.mode.clone(),
-        options: RenderOptions {
-            keep_attribution: inputs.keep_attribution,
-            dot_agents_enabled: inputs.overlay.is_some(),
-            yolo: inputs.yolo,
-            agentpack_exe: inputs.agentpack_exe.clone(),
-            generation_root,
-            plugin_data_root: inputs.plugin_data_root.clone(),
-        },
-    };
+    let stage = stage_inputs(store, inputs, &name);
     let plan = render_generation(&stage, &Agent::ALL)?;
 
     let mut warnings = plan.warnings.clone();
@@ -265,6 +233,59 @@ pub fn build_generation(
         info,
         secrets,
     })
+}
+
+/// The renderer's inputs for the generation called `name`.
+fn stage_inputs(store: &Store, inputs: &GenerationInputs, name: &StorePathName) -> StageInputs {
+    let generation_root = store.store_dir().join(name.as_str());
+    StageInputs {
+        packages: inputs
+            .packages
+            .iter()
+            .map(|package| PackageInput {
+                module: package.module.clone(),
+                cache_key: package.cache_key.clone(),
+                owner: package.owner.clone(),
+                repo: package.repo.clone(),
+                path: package.path.clone(),
+                commit: package.commit.clone(),
+                kind: package.kind.clone(),
+                root: package.store_path.path().to_path_buf(),
+                filter: inputs.mode.package_filter(&package.module),
+            })
+            .collect(),
+        overlay: inputs.overlay.as_ref().map(|(root, _)| OverlayInput {
+            root: root.clone(),
+            filter: inputs.mode.overlay_filter(),
+        }),
+        mcp_servers: inputs.mcp_servers.clone(),
+        mcp_launch: inputs.mcp_launch.clone(),
+        mode: inputs.mode.clone(),
+        options: RenderOptions {
+            keep_attribution: inputs.keep_attribution,
+            dot_agents_enabled: inputs.overlay.is_some(),
+            yolo: inputs.yolo,
+            agentpack_exe: inputs.agentpack_exe.clone(),
+            generation_root,
+            plugin_data_root: inputs.plugin_data_root.clone(),
+        },
+    }
+}
+
+/// The secret-bearing values `agent` needs from the generation of `inputs`, which never enter the
+/// store. Renders that agent only; launchers call it when the generation was reused.
+pub fn render_secrets(
+    store: &Store,
+    inputs: &GenerationInputs,
+    agent: Agent,
+) -> Result<agentpack_harness::SecretLayer, GenerationError> {
+    let stage = stage_inputs(store, inputs, &inputs.store_path_name());
+    let plan = render_generation(&stage, &[agent])?;
+    Ok(plan
+        .agents
+        .get(&agent)
+        .map(|plan| plan.secrets.clone())
+        .unwrap_or_default())
 }
 
 fn planned(path: &str, entry: &PlanEntry) -> PlannedFile {

@@ -313,7 +313,10 @@ impl Resolver {
         let now = (self.clock)();
         let key = ref_key(&repo.key(), reference);
         let cached = self.cache.get(&key);
-        if let Some(entry) = cached.as_ref().filter(|entry| self.trusts_fresh_cache() && entry.is_fresh(REF_TTL, now)) {
+        if let Some(entry) = cached
+            .as_ref()
+            .filter(|entry| self.trusts_fresh_cache() && entry.is_fresh(REF_TTL, now))
+        {
             if let Some(commit) = full_commit(&entry.value) {
                 return Ok(ResolvedRef {
                     commit,

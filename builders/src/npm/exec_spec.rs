@@ -140,7 +140,10 @@ impl ExecSpec {
             return Err(format!("unknown format {}", self.format));
         }
         if let Some(bad) = self.tree.iter().find(|e| !is_safe_tree_path(&e.path)) {
-            return Err(format!("tree path `{}` is not a node_modules path", bad.path));
+            return Err(format!(
+                "tree path `{}` is not a node_modules path",
+                bad.path
+            ));
         }
         if !self.tree.iter().any(|e| e.path == self.package_dir()) {
             return Err(format!("the tree does not contain {}", self.package_dir()));

@@ -136,8 +136,24 @@ fn first_positional(args: &[String], skip: usize) -> Option<String> {
 
 /// `docker run` flags that take a value.
 const DOCKER_VALUE_FLAGS: &[&str] = &[
-    "-e", "--env", "-v", "--volume", "-p", "--publish", "--name", "-w", "--workdir", "--network",
-    "-u", "--user", "--entrypoint", "--env-file", "--mount", "--platform", "-l", "--label",
+    "-e",
+    "--env",
+    "-v",
+    "--volume",
+    "-p",
+    "--publish",
+    "--name",
+    "-w",
+    "--workdir",
+    "--network",
+    "-u",
+    "--user",
+    "--entrypoint",
+    "--env-file",
+    "--mount",
+    "--platform",
+    "-l",
+    "--label",
 ];
 
 fn docker_image(args: &[String]) -> Option<String> {
@@ -213,10 +229,23 @@ fn parse_runner(runner: NpmRunner, args: &[String], skip: usize) -> NpmInvocatio
 /// pinned (a range, a Git, tarball, path or alias spec).
 pub fn parse_package_spec(spec: &str) -> Result<PackageRequest, String> {
     const OTHER: &[&str] = &[
-        "git+", "git://", "github:", "gitlab:", "bitbucket:", "gist:", "http://", "https://",
-        "file:", "link:", ".", "/", "~",
+        "git+",
+        "git://",
+        "github:",
+        "gitlab:",
+        "bitbucket:",
+        "gist:",
+        "http://",
+        "https://",
+        "file:",
+        "link:",
+        ".",
+        "/",
+        "~",
     ];
-    if OTHER.iter().any(|p| spec.starts_with(p)) || spec.ends_with(".tgz") || spec.ends_with(".tar.gz")
+    if OTHER.iter().any(|p| spec.starts_with(p))
+        || spec.ends_with(".tgz")
+        || spec.ends_with(".tar.gz")
     {
         return Err(format!(
             "`{spec}` is a Git, tarball or path spec; use a registry package with an exact version or a dist-tag"
@@ -238,12 +267,15 @@ pub fn parse_package_spec(spec: &str) -> Result<PackageRequest, String> {
     let valid_name = {
         let parts: Vec<&str> = name.trim_start_matches('@').split('/').collect();
         let scoped = name.starts_with('@');
-        (if scoped { parts.len() == 2 } else { parts.len() == 1 })
-            && parts.iter().all(|p| {
-                !p.is_empty()
-                    && p.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~'))
-            })
+        (if scoped {
+            parts.len() == 2
+        } else {
+            parts.len() == 1
+        }) && parts.iter().all(|p| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~'))
+        })
     };
     if !valid_name {
         return Err(format!(
@@ -319,7 +351,8 @@ mod tests {
 
     #[test]
     fn runners() {
-        let Launch::Npm(npx) = classify(Some("npx"), &args(&["-y", "pkg@next", "--headless"]), None)
+        let Launch::Npm(npx) =
+            classify(Some("npx"), &args(&["-y", "pkg@next", "--headless"]), None)
         else {
             panic!()
         };
@@ -334,9 +367,16 @@ mod tests {
         };
         assert_eq!(dlx.runner, NpmRunner::PnpmDlx);
         assert_eq!(dlx.spec_index, Some(1));
-        assert_eq!(classify(Some("uvx"), &args(&["m"]), None).launcher(), "pypi");
         assert_eq!(
-            classify(Some("docker"), &args(&["run", "-i", "--rm", "-e", "K", "img:1"]), None),
+            classify(Some("uvx"), &args(&["m"]), None).launcher(),
+            "pypi"
+        );
+        assert_eq!(
+            classify(
+                Some("docker"),
+                &args(&["run", "-i", "--rm", "-e", "K", "img:1"]),
+                None
+            ),
             Launch::Docker {
                 image: Some("img:1".into())
             }
@@ -347,6 +387,9 @@ mod tests {
                 host: Some("mcp.example.com".into())
             }
         );
-        assert_eq!(classify(Some("node"), &args(&["x.js"]), None).launcher(), "command");
+        assert_eq!(
+            classify(Some("node"), &args(&["x.js"]), None).launcher(),
+            "command"
+        );
     }
 }

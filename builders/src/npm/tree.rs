@@ -260,8 +260,14 @@ mod tests {
 
     #[test]
     fn digest_is_order_independent_and_documented() {
-        let a = vec![entry("node_modules/b", "1.0.0"), entry("node_modules/a", "2.0.0")];
-        let b = vec![entry("node_modules/a", "2.0.0"), entry("node_modules/b", "1.0.0")];
+        let a = vec![
+            entry("node_modules/b", "1.0.0"),
+            entry("node_modules/a", "2.0.0"),
+        ];
+        let b = vec![
+            entry("node_modules/a", "2.0.0"),
+            entry("node_modules/b", "1.0.0"),
+        ];
         assert_eq!(tree_digest(&a), tree_digest(&b));
         let expected = hex::encode(Sha256::digest(
             b"node_modules/a\x002.0.0\x00sha512-x\nnode_modules/b\x001.0.0\x00sha512-x\n",

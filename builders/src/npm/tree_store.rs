@@ -178,7 +178,11 @@ pub fn ensure_tree(
             }
         })?;
     }
-    let label = format!("npm-tree-{}-{}", spec.package.replace('/', "-"), spec.version);
+    let label = format!(
+        "npm-tree-{}-{}",
+        spec.package.replace('/', "-"),
+        spec.version
+    );
     let tree = if existing.is_some() {
         store.repair_tree(work.path(), &label, None)?
     } else {
@@ -201,7 +205,10 @@ fn point_at(pointer: &Path, target: &Path) -> Result<(), TreeStoreError> {
     fs_err::create_dir_all(dir).map_err(io(dir))?;
     let temp = dir.join(format!(
         ".{}.{}",
-        pointer.file_name().and_then(|n| n.to_str()).unwrap_or("tree"),
+        pointer
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("tree"),
         std::process::id()
     ));
     let _ = std::fs::remove_file(&temp);

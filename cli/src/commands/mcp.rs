@@ -50,8 +50,8 @@ pub struct McpAddArgs {
     /// The program that starts the server (npx, uvx, docker, node, ...).
     #[arg(long, required_unless_present = "url")]
     pub command: Option<String>,
-    /// The program's arguments (repeat the flag, or give several values).
-    #[arg(long, num_args = 1.., allow_hyphen_values = true, value_name = "ARG")]
+    /// One argument of the program (repeat the flag for each: `--args -y --args pkg@latest`).
+    #[arg(long, allow_hyphen_values = true, value_name = "ARG")]
     pub args: Vec<String>,
     /// The URL of a remote server (instead of --command).
     #[arg(long, conflicts_with = "command")]
@@ -457,9 +457,9 @@ mod tests {
     }
 
     #[test]
-    fn args_take_hyphen_values_and_stop_at_known_flags() {
+    fn args_take_hyphen_values_one_per_flag() {
         let parsed = Wrapper::try_parse_from([
-            "mcp", "add", "pw", "--command", "npx", "--args", "-y", "@playwright/mcp@latest",
+            "mcp", "add", "pw", "--command", "npx", "--args", "-y", "--args", "@playwright/mcp@latest",
             "--env", "K=V", "--allow-unpinned",
         ])
         .unwrap();

@@ -2,7 +2,10 @@
 
 pub mod add;
 mod completion;
+pub mod extra;
+pub mod hook_exec;
 mod init;
+pub mod launch;
 pub mod lock;
 pub mod mode;
 pub mod store;
@@ -10,6 +13,7 @@ pub mod sync;
 
 use std::process::ExitCode;
 
+use agentpack_harness::Agent;
 use anyhow::Result;
 
 use crate::args::{Cli, Command};
@@ -29,6 +33,14 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Rollback(args) => mode::run_rollback(&ctx, &args),
         Command::Gc(args) => store::run_gc(&ctx, &args),
         Command::Store(args) => store::run_store(&ctx, &args),
+        Command::Claude(args) => launch::run(&ctx, Agent::Claude, &args),
+        Command::Agent(args) => launch::run(&ctx, Agent::Cursor, &args),
+        Command::Opencode(args) => launch::run(&ctx, Agent::OpenCode, &args),
+        Command::Codex(args) => launch::run(&ctx, Agent::Codex, &args),
+        Command::Grok(args) => launch::run(&ctx, Agent::Grok, &args),
+        Command::Agy(args) => launch::run(&ctx, Agent::Antigravity, &args),
+        Command::Extra(args) => extra::run(&ctx, &args),
+        Command::HookExec(args) => hook_exec::run(&args),
         Command::Completion(args) => completion::run(&args),
     }
 }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use agentpack_builders::fetch::{fetch_lock, FetchOptions};
 use agentpack_builders::generation::pointer::ModePointer;
 use agentpack_builders::generation::{
-    build_generation, staged, GenerationInputs, LockedPackageInput,
+    build_generation, render_secrets, staged, GenerationInputs, LockedPackageInput,
 };
 use agentpack_builders::resolve::{resolve, ResolveEnv, UpdatePolicy};
 use agentpack_builders::session::GitHubSession;
@@ -59,6 +59,9 @@ pub struct SyncArgs {
 pub struct SyncOptions {
     pub policy: UpdatePolicy,
     pub repair: bool,
+    /// The agent a launcher starts: its secret-bearing values are rendered even when the generation
+    /// is reused (they never enter the store).
+    pub agent: Option<Agent>,
 }
 
 /// What a sync selected: everything a launcher needs.
@@ -95,8 +98,16 @@ pub fn run(ctx: &Context, args: &SyncArgs) -> Result<ExitCode> {
             UpdatePolicy::KeepPins
         },
         repair: args.repair,
+        agent: None,
     };
     let staged = run_sync(ctx, &project, &options)?;
+    // A bare sync leaves the workspace alone: links a launcher placed there (Cursor's
+    // `.cursor/agents`, agy's `.agents/plugins/agentpack-bundle`) are removed.
+    let mut links = agentpack_harness::home_layer::WorkspaceLinks::load(&staged.state_dir)?;
+    for warning in links.remove_all_except(None)? {
+        output::warn(&warning);
+    }
+    links.save()?;
     if ctx.says() {
         output::info(&format!(
             "Staged mode `{}` at {}",
@@ -128,16 +139,29 @@ pub fn run_sync(ctx: &Context, project: &Project, options: &SyncOptions) -> Resu
     if lock.save(&project.lock_path)? && ctx.says() {
         output::info(&format!("Updated {}", project.lock_path.display()));
     }
-    let staged = stage(ctx, project, &manifest, &lock, &slots, &store, &mode)?;
+    let staged = stage(
+        ctx,
+        project,
+        &manifest,
+        &lock,
+        &slots,
+        &store,
+        &mode,
+        options.agent,
+    )?;
     session::flush_store_warnings(&store);
     Ok(staged)
 }
 
 /// What a launcher calls: a full sync of the mode (the fast path is the launcher's).
 #[allow(dead_code)] // wired by the launchers
-pub fn stage_for_launch(ctx: &Context, _agent: Agent) -> Result<Staged> {
+pub fn stage_for_launch(ctx: &Context, agent: Agent) -> Result<Staged> {
     let project = Project::discover(ctx)?;
-    run_sync(ctx, &project, &SyncOptions::default())
+    let options = SyncOptions {
+        agent: Some(agent),
+        ..SyncOptions::default()
+    };
+    run_sync(ctx, &project, &options)
 }
 
 /// Steps 2 to 4: the lock this sync stages, and the verified slot of each package.
@@ -358,9 +382,16 @@ fn stage(
     slots: &BTreeMap<String, PathBuf>,
     store: &Arc<Store>,
     mode: &ResolvedMode,
+    agent: Option<Agent>,
 ) -> Result<Staged> {
     let inputs = generation_inputs(ctx, project, manifest, lock, slots, store, mode)?;
     let mut built = build_generation(store, &inputs)?;
+    if let Some(agent) = agent.filter(|agent| !built.secrets.contains_key(agent)) {
+        let secrets = render_secrets(store, &inputs, agent)?;
+        if !secrets.is_empty() {
+            built.secrets.insert(agent, secrets);
+        }
+    }
     let pointer = ModePointer::new(&project.staging_root, &mode.dir);
     if built.reused && restore_if_changed(store, &built.path, &pointer)? {
         // Repair removed what it could not restore: build it again from the verified packages.

@@ -1,0 +1,303 @@
+//! Whole-workflow benchmarks through the real binary (run with `cargo bench -p agentpack-cli`).
+//!
+//! Prints a Markdown table of ratios and absolute numbers; `docs/src/benchmarks.md` records a run.
+//! Performance is measured here, never asserted in tests.
+//!
+//! - cold `lock` + fetch of 50 packages from 5 repositories over the local fake GitHub, and a warm
+//!   `lock` (requests counted: the goal is none);
+//! - a second `sync` of 50 packages with unchanged inputs (goal: under 30 ms);
+//! - building the generation of a 1,000-file marketplace plugin for all six agents, as a ratio to
+//!   `cp -al` of the resulting tree (goal: within 2x);
+//! - 10 projects x 3 modes of the same packages: bytes on disk over unique bytes (goal: at most 1.05x).
+
+#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use agentpack_test_support::{Endpoint, FakeGitHub, IsolatedHome};
+
+fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_agentpack"))
+}
+
+fn run(home: &IsolatedHome, github: Option<&FakeGitHub>, dir: &Path, args: &[&str]) -> Duration {
+    let start = Instant::now();
+    let output = home
+        .command(&bin(), github)
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    let elapsed = start.elapsed();
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    elapsed
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(duration: Duration) -> String {
+    format!("{:.1} ms", duration.as_secs_f64() * 1000.0)
+}
+
+fn write_manifest(dir: &Path, deps: &[String], modes: &str) {
+    let mut text = String::from("name = \"bench\"\nversion = \"0.1.0\"\n\n[dependencies]\n");
+    for dep in deps {
+        text.push_str(dep);
+        text.push('\n');
+    }
+    text.push_str(modes);
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("agentpack.toml"), text).unwrap();
+}
+
+fn lock_benchmarks(rows: &mut Vec<(String, String, String)>) {
+    let github = FakeGitHub::start();
+    let mut deps = Vec::new();
+    for r in 0..5 {
+        let repo = github.repo("bench", &format!("repo{r}"));
+        for p in 0..10 {
+            repo.write(
+                &format!("skills/s{p}/SKILL.md"),
+                format!(
+                    "---\nname: r{r}-s{p}\ndescription: skill {p} of repo {r}\n---\n\n{}\n",
+                    "Body line.\n".repeat(50)
+                ),
+            );
+            repo.write(
+                &format!("skills/s{p}/reference.md"),
+                "reference\n".repeat(200),
+            );
+            deps.push(format!(
+                "\"github.com/bench/repo{r}/skills/s{p}\" = \"^1.0\""
+            ));
+        }
+        repo.commit("skills");
+        repo.tag("v1.0.0");
+    }
+    let home = IsolatedHome::new();
+    write_manifest(&home.project, &deps, "");
+    let cold = run(&home, Some(&github), &home.project, &["lock", "--quiet"]);
+    let tarballs = github.total(Endpoint::Tarball);
+    let cold_requests = github.requests().len();
+    github.reset_counters();
+    let warm = median(
+        (0..5)
+            .map(|_| run(&home, Some(&github), &home.project, &["lock", "--quiet"]))
+            .collect(),
+    );
+    let warm_requests = github.requests().len();
+    rows.push((
+        "cold `lock` + fetch, 50 packages from 5 repos".into(),
+        ms(cold),
+        format!("{cold_requests} requests, {tarballs} archive downloads"),
+    ));
+    rows.push((
+        "warm `lock` (unchanged)".into(),
+        ms(warm),
+        format!("{warm_requests} requests in 5 runs"),
+    ));
+
+    run(&home, Some(&github), &home.project, &["sync", "--quiet"]);
+    let second = median(
+        (0..7)
+            .map(|_| run(&home, None, &home.project, &["sync", "--quiet"]))
+            .collect(),
+    );
+    rows.push((
+        "second `sync`, 50 packages, unchanged inputs".into(),
+        ms(second),
+        "goal < 30 ms".into(),
+    ));
+}
+
+fn generation_benchmarks(rows: &mut Vec<(String, String, String)>) {
+    let home = IsolatedHome::new();
+    let plugin = home.project.parent().unwrap().join("marketplace-plugin");
+    std::fs::create_dir_all(plugin.join(".claude-plugin")).unwrap();
+    std::fs::write(
+        plugin.join(".claude-plugin/plugin.json"),
+        r#"{"name":"big","description":"1000 files"}"#,
+    )
+    .unwrap();
+    for index in 0..250 {
+        let skill = plugin.join(format!("skills/skill-{index:03}"));
+        std::fs::create_dir_all(skill.join("scripts")).unwrap();
+        std::fs::write(
+            skill.join("SKILL.md"),
+            format!(
+                "---\nname: skill-{index:03}\ndescription: skill number {index}\n---\n\n{}",
+                "Do the thing.\n".repeat(40)
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            skill.join("reference.md"),
+            format!("reference {index}\n").repeat(100),
+        )
+        .unwrap();
+        std::fs::write(
+            skill.join("scripts/run.sh"),
+            format!("#!/bin/sh\necho {index}\n"),
+        )
+        .unwrap();
+        std::fs::write(
+            skill.join("scripts/data.json"),
+            format!("{{\"index\": {index}}}\n"),
+        )
+        .unwrap();
+    }
+    write_manifest(
+        &home.project,
+        &[format!("big = {{ path = \"{}\" }}", plugin.display())],
+        "",
+    );
+    run(&home, None, &home.project, &["lock", "--quiet"]);
+    // Build the generation from a warm package store several times (a changing overlay forces a build).
+    let mut builds = Vec::new();
+    for round in 0..5 {
+        std::fs::create_dir_all(home.project.join(".agents/rules")).unwrap();
+        std::fs::write(
+            home.project.join(".agents/rules/round.md"),
+            format!("round {round}\n"),
+        )
+        .unwrap();
+        builds.push(run(&home, None, &home.project, &["sync", "--quiet"]));
+    }
+    let build = median(builds);
+    let generation = std::fs::canonicalize(home.staging_root.join("modes/default")).unwrap();
+    let files = walk_files(&generation);
+    let mut copies = Vec::new();
+    for round in 0..5 {
+        let target = home.home.join(format!("cp-al-{round}"));
+        let start = Instant::now();
+        let status = Command::new("cp")
+            .arg("-al")
+            .arg(&generation)
+            .arg(&target)
+            .status()
+            .unwrap();
+        copies.push(start.elapsed());
+        assert!(status.success());
+    }
+    let copy = median(copies);
+    rows.push((
+        format!("build a generation of a 1,000-file plugin for 6 agents ({files} staged files)"),
+        ms(build),
+        format!(
+            "{:.2}x `cp -al` of the result ({}); goal within 2x",
+            build.as_secs_f64() / copy.as_secs_f64(),
+            ms(copy)
+        ),
+    ));
+}
+
+fn walk_files(dir: &Path) -> usize {
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let kind = entry.file_type().unwrap();
+        if kind.is_dir() {
+            count += walk_files(&entry.path());
+        } else {
+            count += 1;
+        }
+    }
+    count
+}
+
+fn dedup_benchmark(rows: &mut Vec<(String, String, String)>) {
+    let home = IsolatedHome::new();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let deps = vec![
+        format!(
+            "hello = {{ path = \"{}\" }}",
+            examples.join("hello-skill").display()
+        ),
+        format!(
+            "review = {{ path = \"{}\" }}",
+            examples.join("review-plugin").display()
+        ),
+    ];
+    let modes = "\n[modes.lean]\nbase = \"none\"\nenable = [\"package:hello\"]\n\n[modes.review]\nbase = \"all\"\ndisable = [\"package:hello\"]\n";
+    for index in 0..10 {
+        let project = home.project.join(format!("p{index}"));
+        write_manifest(&project, &deps, modes);
+        let staging = home.staging_root.join(format!("p{index}"));
+        for mode in ["default", "lean", "review"] {
+            let output = home
+                .command(&bin(), None)
+                .current_dir(&project)
+                .env("AGENTPACK_STAGING_ROOT", &staging)
+                .args(["--quiet", "--mode", mode, "sync"])
+                .output()
+                .unwrap();
+            assert!(
+                output.status.success(),
+                "{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    }
+    let output = home
+        .command(&bin(), None)
+        .args(["store", "info", "--json"])
+        .output()
+        .unwrap();
+    let info: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let unique = unique_bytes(&home.agentpack_home.join("cache/store/v1"));
+    let disk = info["disk_bytes"].as_u64().unwrap();
+    rows.push((
+        "10 projects x 3 modes of the same packages".into(),
+        format!("{disk} bytes on disk"),
+        format!(
+            "{:.3}x the unique file bytes ({unique}); apparent {} bytes; dedup ratio {:.1}",
+            disk as f64 / unique as f64,
+            info["apparent_bytes"],
+            info["dedup_ratio"].as_f64().unwrap_or(0.0)
+        ),
+    ));
+}
+
+/// Allocated bytes of each distinct inode under `dir` (blobs, metadata, directories included).
+fn unique_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut seen = std::collections::HashSet::new();
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else if meta.is_file() && seen.insert(meta.ino()) {
+                total += meta.len();
+            }
+        }
+    }
+    total
+}
+
+fn main() {
+    // `cargo test --benches` runs bench targets with `--bench`-less args; only measure under `cargo bench`.
+    if !std::env::args().any(|arg| arg == "--bench") {
+        return;
+    }
+    let mut rows = Vec::new();
+    lock_benchmarks(&mut rows);
+    generation_benchmarks(&mut rows);
+    dedup_benchmark(&mut rows);
+    println!("| benchmark | result | notes |\n| --- | --- | --- |");
+    for (name, result, notes) in rows {
+        println!("| {name} | {result} | {notes} |");
+    }
+}

@@ -1,0 +1,217 @@
+//! `agentpack mcp add|remove|list` and `agentpack mcp-exec` end to end: the real binary against an
+//! npm registry served on 127.0.0.1, with real npm and node.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use agentpack_builders::npm::ExecSpec;
+use agentpack_lockfile::Lockfile;
+use agentpack_test_support::npm_registry::unreachable_registry_url;
+use agentpack_test_support::{IsolatedHome, NpmPackage, NpmRegistry};
+use serde_json::{json, Value};
+
+fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("agentpack")
+}
+
+struct World {
+    home: IsolatedHome,
+    registry: NpmRegistry,
+}
+
+impl World {
+    fn new() -> Self {
+        let registry = NpmRegistry::start();
+        registry.publish(NpmPackage::new("dep-b", "1.0.0").file(
+            "index.js",
+            "module.exports = 'dep-b';\n",
+            false,
+        ));
+        let world = Self {
+            home: IsolatedHome::new(),
+            registry,
+        };
+        let marker = world.marker();
+        world.registry.publish(
+            NpmPackage::new("@demo/mcp", "1.1.0")
+                .dependency("dep-b", "^1.0.0")
+                .field("bin", json!({"demo-mcp": "cli.js"}))
+                .field(
+                    "scripts",
+                    json!({"postinstall": format!("node -e \"require('fs').writeFileSync('{}', 'x')\"", marker.display())}),
+                )
+                .file(
+                    "cli.js",
+                    "#!/usr/bin/env node\nconsole.log(JSON.stringify({argv: process.argv.slice(2), b: require('dep-b')}));\n",
+                    true,
+                ),
+        );
+        world.ok(&["init", "--name", "demo"]);
+        world
+    }
+
+    fn marker(&self) -> PathBuf {
+        self.home.home.join("postinstall-ran")
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.home.command(&bin(), None).args(args).output().unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> Output {
+        let output = self.run(args);
+        assert!(
+            output.status.success(),
+            "agentpack {args:?} failed\nstdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output
+    }
+
+    fn files(&self) -> (String, String) {
+        (
+            std::fs::read_to_string(self.home.project.join("agentpack.toml")).unwrap(),
+            std::fs::read_to_string(self.home.project.join("pack.lock")).unwrap(),
+        )
+    }
+
+    fn lock(&self) -> Lockfile {
+        Lockfile::load(&self.home.project.join("pack.lock")).unwrap()
+    }
+
+    fn add_demo(&self, extra: &[&str]) -> Output {
+        let registry_env = format!("npm_config_registry={}", self.registry.url());
+        let mut args = vec![
+            "mcp",
+            "add",
+            "demo",
+            "--command",
+            "npx",
+            "--args",
+            "-y",
+            "--args",
+            "@demo/mcp@latest",
+            "--env",
+            &registry_env,
+            "--env",
+            "API_TOKEN=sk-secret-value",
+        ];
+        args.extend_from_slice(extra);
+        self.run(&args)
+    }
+}
+
+#[test]
+fn mcp_add_pins_latest_locks_the_tree_and_list_shows_it() {
+    let w = World::new();
+    let out = w.add_demo(&["--no-sync"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (manifest, lock_text) = w.files();
+    assert!(manifest.contains("@demo/mcp@latest"), "{manifest}");
+    assert!(lock_text.starts_with("lockfile_version = 4"), "{lock_text}");
+    assert!(!lock_text.contains("sk-secret-value") && !lock_text.contains("API_TOKEN"));
+    let lock = w.lock();
+    let record = lock.mcp_server("demo").unwrap();
+    assert_eq!(record.version.as_deref(), Some("1.1.0"));
+    assert_eq!(record.tree.len(), 2);
+    assert!(!w.marker().exists(), "a package script ran");
+
+    let listed = w.ok(&["mcp", "list", "--json"]);
+    let value: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let server = &value["servers"][0];
+    assert_eq!(server["name"], "demo");
+    assert_eq!(server["source"], "manifest");
+    assert_eq!(server["lock"], "current");
+    assert_eq!(server["record"]["status"], "pinned");
+    assert_eq!(server["record"]["version"], "1.1.0");
+    assert!(!String::from_utf8_lossy(&listed.stdout).contains("sk-secret-value"));
+    let text = w.ok(&["mcp", "list"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("npx -y @demo/mcp@latest"), "{text}");
+    assert!(
+        text.contains("pinned @demo/mcp@1.1.0, 2 packages locked"),
+        "{text}"
+    );
+
+    w.ok(&["mcp", "remove", "demo", "--no-sync"]);
+    let (manifest, _) = w.files();
+    assert!(!manifest.contains("demo"), "{manifest}");
+    assert!(w.lock().mcp_servers.is_empty());
+}
+
+#[test]
+fn mcp_add_with_an_unreachable_registry_fails_and_writes_nothing() {
+    let w = World::new();
+    let before = w.files();
+    let registry_env = format!("npm_config_registry={}", unreachable_registry_url());
+    let args = [
+        "mcp",
+        "add",
+        "pw",
+        "--command",
+        "npx",
+        "--args",
+        "@demo/mcp@latest",
+        "--env",
+        &registry_env,
+        "--no-sync",
+    ];
+    let out = w.run(&args);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot be reached"), "{stderr}");
+    assert!(stderr.contains("--allow-unpinned"), "{stderr}");
+    assert_eq!(w.files(), before, "nothing written");
+
+    let mut allowed = args.to_vec();
+    allowed.push("--allow-unpinned");
+    w.ok(&allowed);
+    let lock = w.lock();
+    let record = lock.mcp_server("pw").unwrap();
+    assert_eq!(record.status.as_str(), "unpinned");
+    assert!(record.allow_unpinned);
+    let (_, text) = w.files();
+    assert!(text.contains("allow_unpinned = true"), "{text}");
+}
+
+#[test]
+fn mcp_exec_runs_the_locked_tree_and_refuses_a_corrupted_tarball() {
+    let w = World::new();
+    assert!(w.add_demo(&["--no-sync"]).status.success());
+    let spec = ExecSpec::from_record(w.lock().mcp_server("demo").unwrap()).unwrap();
+    let spec_path = w.home.home.join("demo.json");
+    std::fs::write(&spec_path, spec.to_bytes()).unwrap();
+    let spec_arg = spec_path.display().to_string();
+
+    w.registry.corrupt_tarball("dep-b", "1.0.0");
+    let out = w.run(&["mcp-exec", "--spec", &spec_arg, "--", "--flag"]);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty(), "nothing ran");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("does not match the integrity"), "{stderr}");
+    assert!(!w.home.agentpack_home.join("cache/npm-trees").exists());
+
+    w.registry.restore_tarball("dep-b", "1.0.0");
+    for _ in 0..2 {
+        let out = w.ok(&["mcp-exec", "--spec", &spec_arg, "--", "--flag", "two words"]);
+        let value: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            value,
+            json!({"argv": ["--flag", "two words"], "b": "dep-b"})
+        );
+    }
+    assert_eq!(
+        w.registry.tarball_requests(),
+        2 + 2,
+        "one corrupted try, one download"
+    );
+    assert!(!w.marker().exists(), "a package script ran");
+}
