@@ -108,49 +108,68 @@ pub fn run_store(ctx: &Context, args: &StoreArgs) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        StoreCommand::Verify(verify_args) => {
-            let report = verify(
-                &store,
-                VerifyOptions {
-                    repair: verify_args.repair,
-                },
-            )?;
-            session::flush_store_warnings(&store);
-            let damaged =
-                !report.is_clean() && (!verify_args.repair || !report.unrepairable.is_empty());
-            if ctx.json {
-                if damaged {
-                    // A refusal is never JSON: say it on stderr, exit non-zero.
-                    bail!("the store is damaged: {}", serde_json::to_string(&report)?);
-                }
-                output::json(&report)?;
-                return Ok(ExitCode::SUCCESS);
-            }
+        StoreCommand::Verify(verify_args) => verify_store(ctx, &store, verify_args.repair),
+    }
+}
+
+/// `store verify [--repair]`. Repair restores damaged files from good copies; what has no good copy is
+/// removed from the store, and, inside a project, fetched or built again by a sync.
+fn verify_store(ctx: &Context, store: &agentpack_store::Store, repair: bool) -> Result<ExitCode> {
+    let report = verify(store, VerifyOptions { repair })?;
+    session::flush_store_warnings(store);
+    let damaged = !report.is_clean() && !repair;
+    if ctx.json {
+        if damaged {
+            // A refusal is never JSON: say it on stderr, exit non-zero.
+            bail!(
+                "the store is damaged: {}\n  fix  agentpack store verify --repair",
+                serde_json::to_string(&report)?
+            );
+        }
+        output::json(&report)?;
+    } else {
+        output::stdout(&format!(
+            "checked {} blob(s) and {} store path(s)\n",
+            report.blobs_checked, report.store_paths_checked
+        ));
+        for blob in &report.damaged_blobs {
+            output::stdout(&format!("damaged blob  {}: {}\n", blob.blob, blob.problem));
+        }
+        for path in &report.damaged_paths {
             output::stdout(&format!(
-                "checked {} blob(s) and {} store path(s)\n",
-                report.blobs_checked, report.store_paths_checked
+                "damaged path  {}: {}\n",
+                path.name,
+                path.problems.join("; ")
             ));
-            for blob in &report.damaged_blobs {
-                output::stdout(&format!("damaged blob  {blob:?}\n"));
-            }
-            for path in &report.damaged_paths {
-                output::stdout(&format!("damaged path  {path:?}\n"));
-            }
-            for name in &report.missing_metadata {
-                output::stdout(&format!("no metadata   {name}\n"));
-            }
-            for name in &report.repaired {
-                output::stdout(&format!("repaired      {name}\n"));
-            }
-            for name in &report.unrepairable {
-                output::stdout(&format!("removed       {name} (could not be repaired: run `agentpack sync` to fetch or build it again)\n"));
-            }
-            if damaged {
-                bail!("the store is damaged\n  fix  agentpack store verify --repair");
-            }
-            Ok(ExitCode::SUCCESS)
+        }
+        for name in &report.missing_metadata {
+            output::stdout(&format!("no metadata   {name}\n"));
+        }
+        for name in &report.repaired {
+            output::stdout(&format!("repaired      {name}\n"));
+        }
+        for name in &report.unrepairable {
+            output::stdout(&format!("removed       {name} (no good copy was left)\n"));
         }
     }
+    if damaged {
+        bail!("the store is damaged\n  fix  agentpack store verify --repair");
+    }
+    if repair && !report.unrepairable.is_empty() {
+        // Re-fetch or rebuild what was removed, for the project we are in.
+        match crate::project::Project::discover(ctx) {
+            Ok(project) => {
+                crate::commands::sync::run_sync(ctx, &project, &crate::commands::sync::SyncOptions::default())?;
+                output::info(
+                    "fetched and built again what this project uses; run `agentpack sync` in other projects that used the removed paths",
+                );
+            }
+            Err(_) => output::warn(
+                "removed store paths that had no good copy; run `agentpack sync` in each project that used them to fetch or build them again",
+            ),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn human_bytes(bytes: u64) -> String {
