@@ -139,16 +139,12 @@ pub fn run_sync(ctx: &Context, project: &Project, options: &SyncOptions) -> Resu
     if lock.save(&project.lock_path)? && ctx.says() {
         output::info(&format!("Updated {}", project.lock_path.display()));
     }
-    let staged = stage(
-        ctx,
-        project,
-        &manifest,
-        &lock,
-        &slots,
-        &store,
-        &mode,
-        options.agent,
-    )?;
+    let verified = Verified {
+        manifest: &manifest,
+        lock: &lock,
+        slots: &slots,
+    };
+    let staged = stage(ctx, project, &verified, &store, &mode, options.agent)?;
     session::flush_store_warnings(&store);
     Ok(staged)
 }
@@ -282,16 +278,26 @@ fn resolve_mode(ctx: &Context, manifest: &Manifest) -> Result<ResolvedMode> {
     })
 }
 
+/// What the verify phase produced: the manifest, the lock to stage and each package's verified slot.
+struct Verified<'a> {
+    manifest: &'a Manifest,
+    lock: &'a Lockfile,
+    slots: &'a BTreeMap<String, PathBuf>,
+}
+
 /// The generation inputs of this project, mode and lock.
 fn generation_inputs(
     ctx: &Context,
     project: &Project,
-    manifest: &Manifest,
-    lock: &Lockfile,
-    slots: &BTreeMap<String, PathBuf>,
+    verified: &Verified<'_>,
     store: &Store,
     mode: &ResolvedMode,
 ) -> Result<GenerationInputs> {
+    let Verified {
+        manifest,
+        lock,
+        slots,
+    } = *verified;
     let mut packages = Vec::new();
     for package in &lock.packages {
         let module = package.module.as_str();
@@ -377,14 +383,12 @@ pub fn harness_servers(manifest: &Manifest) -> IndexMap<String, HarnessMcpServer
 fn stage(
     ctx: &Context,
     project: &Project,
-    manifest: &Manifest,
-    lock: &Lockfile,
-    slots: &BTreeMap<String, PathBuf>,
+    verified: &Verified<'_>,
     store: &Arc<Store>,
     mode: &ResolvedMode,
     agent: Option<Agent>,
 ) -> Result<Staged> {
-    let inputs = generation_inputs(ctx, project, manifest, lock, slots, store, mode)?;
+    let inputs = generation_inputs(ctx, project, verified, store, mode)?;
     let mut built = build_generation(store, &inputs)?;
     if let Some(agent) = agent.filter(|agent| !built.secrets.contains_key(agent)) {
         let secrets = render_secrets(store, &inputs, agent)?;
