@@ -142,7 +142,7 @@ fn mcp_add_pins_latest_locks_the_tree_and_list_shows_it() {
 
     w.ok(&["mcp", "remove", "demo", "--no-sync"]);
     let (manifest, _) = w.files();
-    assert!(!manifest.contains("demo"), "{manifest}");
+    assert!(!manifest.contains("@demo/mcp"), "{manifest}");
     assert!(w.lock().mcp_servers.is_empty());
 }
 

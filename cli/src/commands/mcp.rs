@@ -9,9 +9,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agentpack_builders::mcp_lock::{
-    self, definition_digest, from_manifest_server, McpLockOptions,
-};
+use agentpack_builders::mcp_lock::{self, definition_digest, from_manifest_server, McpLockOptions};
 use agentpack_harness::mcp::{parse_servers, McpSource};
 use agentpack_harness::MergedServer;
 use agentpack_lockfile::{Lockfile, ManifestDocument, McpRecord, McpServer, McpStatus};
@@ -96,7 +94,11 @@ pub fn run(ctx: &Context, args: &McpArgs) -> Result<ExitCode> {
 
 /// The options `lock`, `add`, `sync` and `mcp add` pass to [`mcp_lock::record`], read from the
 /// environment: npm on PATH and `npm_config_registry`.
-pub fn lock_options(update: bool, allow_unpinned: bool, tolerate_unreachable: bool) -> McpLockOptions {
+pub fn lock_options(
+    update: bool,
+    allow_unpinned: bool,
+    tolerate_unreachable: bool,
+) -> McpLockOptions {
     McpLockOptions {
         update,
         allow_unpinned,
@@ -177,7 +179,10 @@ fn run_add(ctx: &Context, args: &McpAddArgs) -> Result<ExitCode> {
 
     let snapshot = project.snapshot()?;
     let result = (|| -> Result<()> {
-        agentpack_lockfile::write_if_changed(&project.manifest_path, document.to_string().as_bytes())?;
+        agentpack_lockfile::write_if_changed(
+            &project.manifest_path,
+            document.to_string().as_bytes(),
+        )?;
         lock.save(&project.lock_path)?;
         if !args.no_sync {
             sync::run_sync(ctx, &project, &SyncOptions::default())?;
@@ -195,7 +200,9 @@ fn run_add(ctx: &Context, args: &McpAddArgs) -> Result<ExitCode> {
         output::warn(warning);
     }
     if ctx.says() {
-        let status = record.as_ref().map_or_else(|| "no record".to_owned(), describe_status);
+        let status = record
+            .as_ref()
+            .map_or_else(|| "no record".to_owned(), describe_status);
         output::info(&format!("Added MCP server `{}` ({status})", args.name));
     }
     Ok(ExitCode::SUCCESS)
@@ -218,7 +225,10 @@ fn run_remove(ctx: &Context, args: &McpRemoveArgs) -> Result<ExitCode> {
         .retain(|r| !(r.name == args.name && r.source == "manifest"));
     let snapshot = project.snapshot()?;
     let result = (|| -> Result<()> {
-        agentpack_lockfile::write_if_changed(&project.manifest_path, document.to_string().as_bytes())?;
+        agentpack_lockfile::write_if_changed(
+            &project.manifest_path,
+            document.to_string().as_bytes(),
+        )?;
         lock.save(&project.lock_path)?;
         if !args.no_sync {
             sync::run_sync(ctx, &project, &SyncOptions::default())?;
@@ -328,7 +338,11 @@ fn listed_record(r: &McpRecord) -> ListedRecord {
 
 /// The servers of the manifest and the overlay (overlay wins), plus the plugin servers the lock
 /// records (their definitions live in the packages).
-fn listed_servers(project: &Project, lock: &Lockfile, manifest_servers: Vec<MergedServer>) -> Result<(Vec<ListedServer>, Vec<String>)> {
+fn listed_servers(
+    project: &Project,
+    lock: &Lockfile,
+    manifest_servers: Vec<MergedServer>,
+) -> Result<(Vec<ListedServer>, Vec<String>)> {
     let mut warnings = Vec::new();
     let mut merged: IndexMap<String, MergedServer> = manifest_servers
         .into_iter()
@@ -459,8 +473,18 @@ mod tests {
     #[test]
     fn args_take_hyphen_values_one_per_flag() {
         let parsed = Wrapper::try_parse_from([
-            "mcp", "add", "pw", "--command", "npx", "--args", "-y", "--args", "@playwright/mcp@latest",
-            "--env", "K=V", "--allow-unpinned",
+            "mcp",
+            "add",
+            "pw",
+            "--command",
+            "npx",
+            "--args",
+            "-y",
+            "--args",
+            "@playwright/mcp@latest",
+            "--env",
+            "K=V",
+            "--allow-unpinned",
         ])
         .unwrap();
         let McpCommand::Add(add) = parsed.command else {

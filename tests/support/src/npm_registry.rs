@@ -234,7 +234,11 @@ impl NpmRegistry {
     /// Makes the packument report `integrity` for a version (a registry that changed it).
     pub fn set_integrity(&self, name: &str, version: &str, integrity: &str) {
         let mut state = lock(&self.state);
-        if let Some(p) = state.packages.get_mut(name).and_then(|v| v.get_mut(version)) {
+        if let Some(p) = state
+            .packages
+            .get_mut(name)
+            .and_then(|v| v.get_mut(version))
+        {
             p.integrity = Some(integrity.to_owned());
         }
     }
@@ -242,7 +246,11 @@ impl NpmRegistry {
     /// Serves other bytes for a version's tarball while the packument keeps the real integrity.
     pub fn corrupt_tarball(&self, name: &str, version: &str) {
         let mut state = lock(&self.state);
-        if let Some(p) = state.packages.get_mut(name).and_then(|v| v.get_mut(version)) {
+        if let Some(p) = state
+            .packages
+            .get_mut(name)
+            .and_then(|v| v.get_mut(version))
+        {
             let mut bytes = p.tarball.clone();
             if let Some(last) = bytes.last_mut() {
                 *last ^= 0xff;
@@ -254,7 +262,11 @@ impl NpmRegistry {
     /// Serves the real tarball again.
     pub fn restore_tarball(&self, name: &str, version: &str) {
         let mut state = lock(&self.state);
-        if let Some(p) = state.packages.get_mut(name).and_then(|v| v.get_mut(version)) {
+        if let Some(p) = state
+            .packages
+            .get_mut(name)
+            .and_then(|v| v.get_mut(version))
+        {
             p.served = None;
         }
     }
@@ -319,7 +331,9 @@ fn handle(state: &Mutex<State>, port: u16, request: tiny_http::Request) {
         drop(guard);
         let response = match body {
             Some(bytes) => Response::from_data(bytes)
-                .with_header(Header::from_bytes("Content-Type", "application/octet-stream").unwrap())
+                .with_header(
+                    Header::from_bytes("Content-Type", "application/octet-stream").unwrap(),
+                )
                 .boxed(),
             None => Response::from_string("not found")
                 .with_status_code(404)
@@ -355,7 +369,5 @@ fn handle(state: &Mutex<State>, port: u16, request: tiny_http::Request) {
         "versions": version_map,
     });
     drop(guard);
-    let _ = request.respond(
-        Response::from_string(packument.to_string()).with_header(json_header),
-    );
+    let _ = request.respond(Response::from_string(packument.to_string()).with_header(json_header));
 }
