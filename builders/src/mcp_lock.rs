@@ -11,6 +11,10 @@
 //! It must never put an env value, a header or an OAuth setting into a record, never move a pin
 //! without `update`, and never accept a refreshed version whose integrity changed.
 
+// Errors carry the paths, packages and digests a message needs; they are returned once per
+// command on a cold path, so their size does not matter.
+#![allow(clippy::result_large_err)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -616,7 +620,12 @@ mod tests {
         r.package = Some("pkg".into());
         r.version = Some("1.2.3".into());
         lock.mcp_servers.push(r);
-        let launches = launches_for(&lock, &[server.clone()], Path::new("/ap"), &BTreeMap::new());
+        let launches = launches_for(
+            &lock,
+            std::slice::from_ref(&server),
+            Path::new("/ap"),
+            &BTreeMap::new(),
+        );
         assert_eq!(launches["p"].args, vec!["-y", "pkg@1.2.3", "--flag"]);
         let mut specs = BTreeMap::new();
         specs.insert("p".to_owned(), PathBuf::from("/s/mcp-exec.json"));

@@ -334,8 +334,10 @@ fn an_edited_definition_is_stale_and_ranges_stay_unpinned() {
         out.records[0].tree.is_empty(),
         "bunx is pinned at the top level only"
     );
-    let mut lock = Lockfile::default();
-    lock.mcp_servers = out.records;
+    let lock = Lockfile {
+        mcp_servers: out.records,
+        ..Lockfile::default()
+    };
     let launches = mcp_lock::launches_for(
         &lock,
         std::slice::from_ref(&bunx),

@@ -15,6 +15,10 @@
 //! | the mcp-exec spec | [`exec_spec::ExecSpec`] |
 //! | start: ready the tree | [`tree_store::ensure_tree`], [`tree_store::bin_script`] |
 
+// Errors carry the paths, packages and digests a message needs; they are returned once per
+// command on a cold path, so their size does not matter.
+#![allow(clippy::result_large_err)]
+
 pub mod exec_spec;
 pub mod integrity;
 pub mod registry;

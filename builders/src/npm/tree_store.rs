@@ -10,6 +10,10 @@
 //! checked before anything is unpacked), never unpack outside the package's directory (no `..`,
 //! no absolute paths, no symlinks or hard links), and never run a package script.
 
+// Errors carry the paths, packages and digests a message needs; they are returned once per
+// command on a cold path, so their size does not matter.
+#![allow(clippy::result_large_err)]
+
 use std::io::Read as _;
 use std::path::{Component, Path, PathBuf};
 

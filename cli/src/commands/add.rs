@@ -1,6 +1,6 @@
 //! `agentpack add <spec>` and `agentpack remove <spec>`: edit `[dependencies]`, re-resolve, sync.
 //!
-//! Both are transactions over the two files: resolution runs on the edited manifest in memory, then the
+//! Both are transactions over the two files ([`apply_manifest_edit`]): resolution runs on the edited manifest in memory, then the
 //! manifest and the lock are written, then (unless `--no-sync`) the project is synced. If any step
 //! fails, `agentpack.toml` and `pack.lock` are put back exactly as they were. Edits keep the user's
 //! comments, order and spacing (`ManifestDocument`).
@@ -10,13 +10,11 @@ use std::process::ExitCode;
 
 use agentpack_builders::github::RepoId;
 use agentpack_builders::plugin_add::resolve_plugin;
-use agentpack_builders::resolve::UpdatePolicy;
 use agentpack_lockfile::{parse_spec, Dependency, ManifestDocument, ModuleId, PackageSpec, Pin};
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
 
-use crate::commands::lock::{module_of, relock};
-use crate::commands::sync::{self, SyncOptions};
+use crate::commands::lock::{apply_manifest_edit, module_of};
 use crate::context::Context;
 use crate::output;
 use crate::project::Project;
@@ -50,35 +48,14 @@ pub fn run_add(ctx: &Context, args: &AddArgs) -> Result<ExitCode> {
     let mut document = ManifestDocument::parse(&text, &project.manifest_path)?;
     let (module, dependency) = dependency_for(ctx, &project, args)?;
     document.set_dependency(&module, &dependency)?;
-    let manifest = document.to_manifest()?;
-    let old = project.load_lock(&manifest)?;
-
-    let snapshot = project.snapshot()?;
-    let outcome = relock(
+    apply_manifest_edit(
         ctx,
         &project,
-        &manifest,
-        Some(&old),
-        &UpdatePolicy::KeepPins,
+        &document,
+        args.no_sync,
+        &format!("add {}", args.spec),
+        |_| Ok(()),
     )?;
-    let result = (|| -> Result<()> {
-        agentpack_lockfile::write_if_changed(
-            &project.manifest_path,
-            document.to_string().as_bytes(),
-        )?;
-        outcome.lock.save(&project.lock_path)?;
-        if !args.no_sync {
-            sync::run_sync(ctx, &project, &SyncOptions::default())?;
-        }
-        Ok(())
-    })();
-    if let Err(err) = result {
-        snapshot.restore();
-        return Err(err.context(format!(
-            "`agentpack add {}` failed; agentpack.toml and pack.lock are unchanged",
-            args.spec
-        )));
-    }
     if ctx.says() {
         output::info(&format!("Added {module}"));
     }
@@ -199,34 +176,14 @@ pub fn run_remove(ctx: &Context, args: &RemoveArgs) -> Result<ExitCode> {
         );
     }
     let pruned = document.remove_selectors_for_module(&module);
-    let manifest = document.to_manifest()?;
-    let old = project.load_lock(&manifest)?;
-    let snapshot = project.snapshot()?;
-    let outcome = relock(
+    apply_manifest_edit(
         ctx,
         &project,
-        &manifest,
-        Some(&old),
-        &UpdatePolicy::KeepPins,
+        &document,
+        args.no_sync,
+        &format!("remove {}", args.spec),
+        |_| Ok(()),
     )?;
-    let result = (|| -> Result<()> {
-        agentpack_lockfile::write_if_changed(
-            &project.manifest_path,
-            document.to_string().as_bytes(),
-        )?;
-        outcome.lock.save(&project.lock_path)?;
-        if !args.no_sync {
-            sync::run_sync(ctx, &project, &SyncOptions::default())?;
-        }
-        Ok(())
-    })();
-    if let Err(err) = result {
-        snapshot.restore();
-        return Err(err.context(format!(
-            "`agentpack remove {}` failed; agentpack.toml and pack.lock are unchanged",
-            args.spec
-        )));
-    }
     if ctx.says() {
         let also = if pruned > 0 {
             format!(" and {pruned} mode selector(s) naming it")

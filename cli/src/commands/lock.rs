@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::process::ExitCode;
 
 use agentpack_builders::resolve::{resolve, ResolveEnv, ResolveOutcome, UpdatePolicy};
-use agentpack_lockfile::{parse_spec, Lockfile, Manifest, PackageSpec};
+use agentpack_lockfile::{parse_spec, Lockfile, Manifest, ManifestDocument, PackageSpec};
 use anyhow::{bail, Result};
 use clap::Args;
 
@@ -123,6 +123,42 @@ pub fn relock(
     }
     session::flush_store_warnings(&store);
     Ok(outcome)
+}
+
+/// Applies an edited manifest as one transaction: re-resolve the lock (keeping pins), let `adjust`
+/// change the resolved lock (e.g. MCP records), write both files, then sync unless `no_sync`. If any
+/// step fails, `agentpack.toml` and `pack.lock` are put back exactly as they were and the error says
+/// so, naming `command`.
+pub fn apply_manifest_edit(
+    ctx: &Context,
+    project: &Project,
+    document: &ManifestDocument,
+    no_sync: bool,
+    command: &str,
+    adjust: impl FnOnce(&mut Lockfile) -> Result<()>,
+) -> Result<()> {
+    let manifest = document.to_manifest()?;
+    let old = project.load_lock(&manifest)?;
+    let snapshot = project.snapshot()?;
+    let result = (|| -> Result<()> {
+        let mut lock = relock(ctx, project, &manifest, Some(&old), &UpdatePolicy::KeepPins)?.lock;
+        adjust(&mut lock)?;
+        agentpack_lockfile::write_if_changed(
+            &project.manifest_path,
+            document.to_string().as_bytes(),
+        )?;
+        lock.save(&project.lock_path)?;
+        if !no_sync {
+            sync::run_sync(ctx, project, &SyncOptions::default())?;
+        }
+        Ok(())
+    })();
+    result.map_err(|err| {
+        snapshot.restore();
+        err.context(format!(
+            "`agentpack {command}` failed; agentpack.toml and pack.lock are unchanged"
+        ))
+    })
 }
 
 fn save(ctx: &Context, project: &Project, lock: &Lockfile) -> Result<()> {
