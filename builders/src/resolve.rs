@@ -217,6 +217,8 @@ pub struct ResolveEnv<'a> {
     pub fetcher: &'a SnapshotFetcher,
     /// The store.
     pub store: &'a dyn PackageStore,
+    /// Called with each module as resolution starts on it (the cli names it on stderr).
+    pub progress: Option<&'a (dyn Fn(&str) + Sync)>,
 }
 
 /// Who asked for a module, and how.
@@ -279,6 +281,9 @@ pub fn resolve(
         direct.insert(module.clone());
         match dependency {
             Dependency::Path(dir) => {
+                if let Some(progress) = env.progress {
+                    progress(&module);
+                }
                 let node = run.path_package(&module, dir)?;
                 nodes.insert(module, node);
             }
@@ -313,6 +318,9 @@ pub fn resolve(
         let Some(reqs) = requirements.get(&module).filter(|r| !r.is_empty()).cloned() else {
             continue;
         };
+        if let Some(progress) = env.progress {
+            progress(&module);
+        }
         let node = if ModuleId::parse(&module)
             .ok()
             .is_some_and(|id| id.is_local_name())

@@ -411,3 +411,53 @@ fn two_projects_share_one_tree_and_gc_keeps_it_while_referenced() {
     let report = gc(&store, GcOptions::default()).unwrap();
     assert!(store.get(&tree_name).is_some(), "{report:?}");
 }
+
+#[test]
+fn staged_configs_carry_the_exact_version_or_mcp_exec() {
+    use agentpack_builders::generation::{build_generation, GenerationInputs};
+    use agentpack_harness::ModeFilter;
+
+    let f = fixture();
+    let npx = npx_server("tree", "@demo/mcp@latest", &f.registry.url());
+    let mut bunx = npx_server("top", "@demo/mcp@latest", &f.registry.url());
+    bunx.server.command = Some("bunx".into());
+    let servers = [npx.clone(), bunx.clone()];
+    let lock = lock_with(&servers, &Lockfile::default(), &options());
+    let store = f.store();
+    let exe = Path::new("/opt/agentpack/bin/agentpack");
+    let prepared = mcp_lock::prepare_launches(&store, &lock, &servers, exe).unwrap();
+    assert!(prepared.warnings.is_empty(), "{:?}", prepared.warnings);
+    assert_eq!(prepared.references.len(), 1);
+
+    let inputs = GenerationInputs {
+        mode_name: "default".into(),
+        mode_dir: "default".into(),
+        mode: ModeFilter::default(),
+        mode_selectors: Vec::new(),
+        packages: Vec::new(),
+        overlay: None,
+        mcp_servers: servers
+            .iter()
+            .map(|s| (s.name.clone(), s.server.clone()))
+            .collect(),
+        mcp_launch: prepared.launches.clone(),
+        keep_attribution: false,
+        yolo: false,
+        agentpack_exe: exe.to_path_buf(),
+        plugin_data_root: f.dir.path().join("plugin-data"),
+    };
+    let generation = build_generation(&store, &inputs).unwrap();
+    let mut staged = String::new();
+    for entry in walkdir::WalkDir::new(generation.path.path()) {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy();
+        if entry.file_type().is_file() && (name.ends_with("mcp.json") || name == ".mcp.json") {
+            staged.push_str(&std::fs::read_to_string(entry.path()).unwrap());
+        }
+    }
+    assert!(!staged.is_empty(), "no staged MCP config found");
+    assert!(staged.contains("@demo/mcp@1.1.0"), "{staged}");
+    assert!(!staged.contains("@demo/mcp@latest"), "{staged}");
+    assert!(staged.contains("mcp-exec"), "{staged}");
+    assert!(staged.contains("/opt/agentpack/bin/agentpack"), "{staged}");
+}

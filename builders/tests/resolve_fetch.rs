@@ -94,6 +94,7 @@ fn run_with(
         agentpack_home: &env.home,
         fetcher: &fetcher,
         store,
+        progress: None,
     };
     resolve(&manifest(text), old, &policy, &resolve_env)
 }
@@ -442,6 +443,7 @@ fn a_session_over_the_store_and_a_missing_path_directory_served_from_its_slot() 
         agentpack_home: &env.home,
         fetcher: &session.fetcher,
         store,
+        progress: None,
     };
     let text = format!("{HEAD}[dependencies]\n\"github.com/acme/skills\" = \"main\"\n\"mine\" = {{ path = \"mine\" }}\n");
     let lock = resolve(

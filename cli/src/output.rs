@@ -39,6 +39,46 @@ pub fn progress(ctx: &crate::context::Context, message: &str) {
     }
 }
 
+/// Reports elapsed time on stderr for work that takes longer than a second, once a second, until
+/// dropped. Silent with `--quiet` or `--no-progress`.
+pub struct Ticker {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Ticker {
+    pub fn start(ctx: &crate::context::Context, label: &str) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let thread = (ctx.verbosity == crate::context::Verbosity::Normal).then(|| {
+            let stop = std::sync::Arc::clone(&stop);
+            let label = label.to_owned();
+            std::thread::spawn(move || {
+                let started = std::time::Instant::now();
+                let mut reported = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    let seconds = started.elapsed().as_secs();
+                    if seconds > reported && !stop.load(Ordering::SeqCst) {
+                        reported = seconds;
+                        eprintln!("{label}… {seconds}s");
+                    }
+                }
+            })
+        });
+        Self { stop, thread }
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// Prints text on stdout, as the answer of a command.
 pub fn stdout(text: &str) {
     print!("{text}");

@@ -101,18 +101,18 @@ pub fn relock(
     github
         .resolver()
         .set_refresh(!matches!(policy, UpdatePolicy::KeepPins));
-    if ctx.says() && !manifest.dependencies.is_empty() {
-        for module in manifest.dependencies.keys() {
-            output::progress(ctx, &format!("resolving {module}"));
-        }
-    }
+    let name_each = |module: &str| output::progress(ctx, &format!("resolving {module}"));
     let env = ResolveEnv {
         project_root: &project.root,
         agentpack_home: &project.home.root,
         fetcher: &github.fetcher,
         store: store.as_ref(),
+        progress: Some(&name_each),
     };
-    let outcome = resolve(manifest, old, policy, &env)?;
+    let ticker = output::Ticker::start(ctx, "resolving");
+    let outcome = resolve(manifest, old, policy, &env);
+    drop(ticker);
+    let outcome = outcome?;
     for warning in &outcome.warnings {
         output::warn(warning);
     }

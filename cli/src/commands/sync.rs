@@ -133,6 +133,7 @@ pub fn run_sync(ctx: &Context, project: &Project, options: &SyncOptions) -> Resu
     github
         .resolver()
         .set_refresh(!matches!(options.policy, UpdatePolicy::KeepPins));
+    let _ticker = output::Ticker::start(ctx, "syncing");
 
     let (lock, slots) = reconcile(ctx, project, &manifest, &old_lock, &store, &github, options)?;
     check_verified(&lock)?;
@@ -209,6 +210,7 @@ fn reconcile(
         agentpack_home: &project.home.root,
         fetcher: &github.fetcher,
         store: store.as_ref(),
+        progress: None,
     };
     let outcome = resolve(manifest, Some(old_lock), &options.policy, &env)?;
     print_warnings(&outcome.warnings);
