@@ -82,7 +82,7 @@ server_pid=$!
 for _ in $(seq 50); do curl -fs "$registry/bench-mcp" >/dev/null 2>&1 && break; sleep 0.1; done
 
 cd "$work/project"
-"$bin" init --name bench >/dev/null
+"$bin" init --name bench >/dev/null 2>&1
 "$bin" mcp add bench --command npx --args -y --args bench-mcp@latest \
   --env "npm_config_registry=$registry" --no-sync >/dev/null 2>&1
 # The spec sync would stage, made from pack.lock.

@@ -351,6 +351,32 @@ fn offline_fallbacks_and_one_download_per_commit() {
     world.github = None;
     world.ok(&["sync"]);
     world.ok(&["sync", "--verify-only"]);
+
+    // The documented CI recipe: only `$AGENTPACK_HOME/cache` is saved and restored (here into a new
+    // home, as `actions/cache` would), and an offline sync is warm and verified.
+    let restored = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(world.home.agentpack_home.join("cache"))
+        .arg(restored.path().join("cache"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let bin = bin();
+    for args in [&["sync"][..], &["sync", "--verify-only"][..]] {
+        let output = world
+            .home
+            .command(&bin, None)
+            .env("AGENTPACK_HOME", restored.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{args:?} from a restored cache: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
 }
 
 #[test]

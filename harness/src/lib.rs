@@ -29,6 +29,7 @@ pub mod claude;
 pub mod codex;
 pub mod convert;
 pub mod cursor;
+pub mod eject;
 pub mod frontmatter;
 pub mod grok;
 pub mod home;

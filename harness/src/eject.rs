@@ -1,0 +1,843 @@
+//! `agentpack eject`: the pure plan of what eject writes into a project, its manifest, and the JSON
+//! merges that register ejected content in files the user also edits.
+//!
+//! Eject copies a generation's per-agent trees to `.agentpack/eject/` (mirroring the generation's
+//! layout, so every path a rendered file names is rewritten by replacing one prefix) and registers
+//! the copy where each editor reads project configuration:
+//!
+//! ```text
+//! Claude Code   .claude/skills/<name>/ .claude/commands/ .claude/agents/
+//!               .mcp.json mcpServers.<name>; .claude/settings.json hooks.<Event>[] and the
+//!               bundle's agentpack-settings.json keys
+//! Cursor        .cursor/rules/ .cursor/commands/ .cursor/agents/ .cursor/skills/<name>/
+//!               .cursor/mcp.json mcpServers.<name>; .cursor/hooks.json version, hooks.<event>[]
+//! Codex         .agents/skills/<name>/
+//! Antigravity   .agents/plugins/agentpack-bundle/ (a real directory)
+//! ```
+//!
+//! This module never touches the filesystem: the caller reads the generation into [`SourceFile`]s,
+//! checks the plan against the project and its previous [`EjectManifest`], and writes. It must never
+//! decide to replace something the manifest does not record; [`check_conflicts`] is the one place that
+//! rule lives.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::plan::Agent;
+
+/// The ejected copy, relative to the project root.
+pub const EJECT_DIR: &str = ".agentpack/eject";
+/// The manifest of everything eject wrote, relative to the project root.
+pub const MANIFEST_PATH: &str = ".agentpack/eject/manifest.json";
+/// The manifest format version.
+pub const MANIFEST_VERSION: u32 = 1;
+
+/// The agents eject serves, in the order it writes them.
+pub const SUPPORTED: [Agent; 4] = [
+    Agent::Claude,
+    Agent::Cursor,
+    Agent::Codex,
+    Agent::Antigravity,
+];
+
+/// Why eject refuses an agent, or `None` when it serves it.
+pub fn refusal(agent: Agent) -> Option<String> {
+    match agent {
+        Agent::OpenCode | Agent::Grok => Some(format!(
+            "{} runs in a terminal; use its launcher, `agentpack {}`, instead of eject",
+            agent.display_name(),
+            agent.as_str()
+        )),
+        _ => None,
+    }
+}
+
+/// Parses an agent name as eject accepts it (`antigravity` is accepted for `agy`,
+/// `cursor-agent`/`agent` for `cursor`).
+pub fn parse_agent(name: &str) -> Option<Agent> {
+    match name {
+        "antigravity" => Some(Agent::Antigravity),
+        "agent" | "cursor-agent" => Some(Agent::Cursor),
+        other => Agent::from_name(other),
+    }
+}
+
+/// The agent's tree inside a generation (and inside the ejected copy).
+pub fn staged_root(agent: Agent) -> &'static str {
+    match agent {
+        Agent::Claude => "plugins/agentpack-bundle",
+        Agent::Cursor => "cursor",
+        Agent::OpenCode => "opencode",
+        Agent::Codex => "codex-home",
+        Agent::Grok => "grok",
+        Agent::Antigravity => "agy/agentpack-bundle",
+    }
+}
+
+/// One regular file of the generation, as the caller read it (links followed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFile {
+    /// Relative to the generation root, `/`-separated.
+    pub relative: String,
+    pub bytes: Vec<u8>,
+    pub executable: bool,
+}
+
+/// A file eject writes, relative to the project root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedFile {
+    pub path: String,
+    pub bytes: Vec<u8>,
+    pub executable: bool,
+}
+
+/// How a JSON edit registers a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EditKind {
+    /// The object at `path[..len-1]` gets the key `path[len-1]` with the value.
+    Key,
+    /// The array at `path` gets the value appended (once).
+    Entry,
+}
+
+/// One key or array entry eject adds to a JSON file of the project.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JsonEdit {
+    /// The file, relative to the project root.
+    pub file: String,
+    /// Object keys from the document root.
+    pub path: Vec<String>,
+    pub kind: EditKind,
+    pub value: Value,
+}
+
+impl JsonEdit {
+    /// `file#/a/b` for messages.
+    pub fn describe(&self) -> String {
+        format!("{}#/{}", self.file, self.path.join("/"))
+    }
+
+    fn same_place(&self, other: &JsonEdit) -> bool {
+        self.file == other.file && self.path == other.path && self.kind == other.kind
+    }
+}
+
+/// Everything one eject writes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EjectPlan {
+    pub agents: Vec<Agent>,
+    pub files: Vec<PlannedFile>,
+    /// Directories that must be eject's own as a whole (a skill, the Antigravity plugin): an
+    /// existing one that the manifest does not record is a conflict even when no file collides.
+    pub owned_dirs: Vec<String>,
+    pub edits: Vec<JsonEdit>,
+    pub warnings: Vec<String>,
+}
+
+/// A recorded file and the digest of the bytes eject wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestFile {
+    pub path: String,
+    pub sha256: String,
+}
+
+/// A JSON file eject merged into, and how to put it back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestJsonFile {
+    pub file: String,
+    /// The text before the first eject touched it; `None` when eject created the file.
+    pub original: Option<String>,
+    /// The digest of the text eject last wrote: when the file still has it, `--remove` restores
+    /// `original` byte for byte; otherwise it removes the recorded keys one by one.
+    pub written_sha256: String,
+}
+
+/// `.agentpack/eject/manifest.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EjectManifest {
+    pub version: u32,
+    pub agents: Vec<String>,
+    /// The generation the copy was taken from.
+    pub generation: String,
+    pub files: Vec<ManifestFile>,
+    /// Directories eject created (the rest of each path existed before).
+    pub dirs: Vec<String>,
+    pub edits: Vec<JsonEdit>,
+    pub json_files: Vec<ManifestJsonFile>,
+}
+
+impl EjectManifest {
+    pub fn has_file(&self, path: &str) -> bool {
+        self.files.iter().any(|f| f.path == path)
+    }
+
+    pub fn has_dir(&self, path: &str) -> bool {
+        self.dirs.iter().any(|d| d == path)
+    }
+
+    /// The recorded edit at the same place as `edit`, if eject wrote one.
+    pub fn edit_at(&self, edit: &JsonEdit) -> Option<&JsonEdit> {
+        self.edits.iter().find(|recorded| recorded.same_place(edit))
+    }
+
+    pub fn json_file(&self, file: &str) -> Option<&ManifestJsonFile> {
+        self.json_files.iter().find(|f| f.file == file)
+    }
+}
+
+/// The hex SHA-256 of bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Replaces every occurrence of the generation's path (and of the mode pointer's) with the ejected
+/// copy's, in text files; binary files are returned unchanged.
+pub fn rewrite_paths(bytes: &[u8], from: &[&str], to: &str) -> Vec<u8> {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return bytes.to_vec();
+    };
+    let mut text = text.to_owned();
+    for prefix in from.iter().filter(|p| !p.is_empty()) {
+        text = text.replace(prefix, to);
+    }
+    text.into_bytes()
+}
+
+/// Builds the plan for `agents` from the generation's files.
+///
+/// `generation_paths` are the texts that name the generation in rendered files (its store path and
+/// the mode pointer); `eject_root` is the absolute path of `<project>/.agentpack/eject`.
+pub fn plan(
+    agents: &[Agent],
+    files: &[SourceFile],
+    generation_paths: &[&str],
+    eject_root: &str,
+) -> EjectPlan {
+    let mut plan = EjectPlan {
+        agents: agents.to_vec(),
+        ..EjectPlan::default()
+    };
+    let rewritten: Vec<SourceFile> = files
+        .iter()
+        .map(|file| SourceFile {
+            relative: file.relative.clone(),
+            bytes: rewrite_paths(&file.bytes, generation_paths, eject_root),
+            executable: file.executable,
+        })
+        .collect();
+    let mut copied = BTreeSet::new();
+    for agent in agents {
+        let roots = [
+            format!("{}/", staged_root(*agent)),
+            format!("hook-specs/{}/", agent.as_str()),
+            "plugin-roots/".to_owned(),
+        ];
+        for file in &rewritten {
+            if roots.iter().any(|root| file.relative.starts_with(root))
+                && copied.insert(file.relative.clone())
+            {
+                plan.files.push(PlannedFile {
+                    path: format!("{EJECT_DIR}/{}", file.relative),
+                    bytes: file.bytes.clone(),
+                    executable: file.executable,
+                });
+            }
+        }
+        register(*agent, &rewritten, &mut plan);
+    }
+    let mut seen = BTreeSet::new();
+    plan.files.retain(|file| seen.insert(file.path.clone()));
+    plan
+}
+
+/// Files below `<prefix>/` of the generation, with their path below it.
+fn under<'a>(files: &'a [SourceFile], prefix: &str) -> Vec<(String, &'a SourceFile)> {
+    let prefix = format!("{prefix}/");
+    files
+        .iter()
+        .filter_map(|file| {
+            file.relative
+                .strip_prefix(&prefix)
+                .map(|rest| (rest.to_owned(), file))
+        })
+        .collect()
+}
+
+fn find<'a>(files: &'a [SourceFile], relative: &str) -> Option<&'a SourceFile> {
+    files.iter().find(|file| file.relative == relative)
+}
+
+/// Copies `<from>/**` to `<to>/**`; with `units`, each first-level directory is an owned unit.
+fn copy_dir(
+    files: &[SourceFile],
+    from: &str,
+    to: &str,
+    units: bool,
+    plan: &mut EjectPlan,
+) {
+    for (rest, file) in under(files, from) {
+        if units {
+            if let Some((unit, _)) = rest.split_once('/') {
+                let dir = format!("{to}/{unit}");
+                if !plan.owned_dirs.contains(&dir) {
+                    plan.owned_dirs.push(dir);
+                }
+            }
+        }
+        plan.files.push(PlannedFile {
+            path: format!("{to}/{rest}"),
+            bytes: file.bytes.clone(),
+            executable: file.executable,
+        });
+    }
+}
+
+fn parse_json(file: &SourceFile, plan: &mut EjectPlan) -> Option<Value> {
+    match serde_json::from_slice(&file.bytes) {
+        Ok(value) => Some(value),
+        Err(error) => {
+            plan.warnings.push(format!(
+                "{} in the generation does not parse ({error}); it is not registered",
+                file.relative
+            ));
+            None
+        }
+    }
+}
+
+/// `mcpServers.<name>` of a staged MCP file as keys of `target`.
+fn merge_servers(files: &[SourceFile], source: &str, target: &str, plan: &mut EjectPlan) {
+    let Some(file) = find(files, source) else {
+        return;
+    };
+    let Some(value) = parse_json(file, plan) else {
+        return;
+    };
+    if let Some(servers) = value.get("mcpServers").and_then(Value::as_object) {
+        for (name, server) in servers {
+            warn_secret_references(name, server, plan);
+            plan.edits.push(JsonEdit {
+                file: target.to_owned(),
+                path: vec!["mcpServers".into(), name.clone()],
+                kind: EditKind::Key,
+                value: server.clone(),
+            });
+        }
+    }
+}
+
+/// Secret-bearing values are staged as `${AGENTPACK_...}` references that a launcher fills in;
+/// an editor started without the launcher must have them in its environment.
+fn warn_secret_references(name: &str, server: &Value, plan: &mut EjectPlan) {
+    let text = server.to_string();
+    let mut names = BTreeSet::new();
+    for piece in text.split("${").skip(1) {
+        let var = piece.trim_start_matches("env:");
+        if let Some(end) = var.find('}') {
+            if var[..end].starts_with("AGENTPACK_") {
+                names.insert(var[..end].to_owned());
+            }
+        }
+    }
+    if !names.is_empty() {
+        plan.warnings.push(format!(
+            "MCP server `{name}` reads {} from the environment; eject writes no secret values, so set them where your editor starts",
+            names.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+}
+
+/// Each event's entries of `{"hooks": {event: [...]}}` as array entries of `target`.
+fn merge_hooks(value: &Value, target: &str, plan: &mut EjectPlan) {
+    if let Some(events) = value.get("hooks").and_then(Value::as_object) {
+        for (event, entries) in events {
+            for entry in entries.as_array().into_iter().flatten() {
+                plan.edits.push(JsonEdit {
+                    file: target.to_owned(),
+                    path: vec!["hooks".into(), event.clone()],
+                    kind: EditKind::Entry,
+                    value: entry.clone(),
+                });
+            }
+        }
+    }
+}
+
+fn register(agent: Agent, files: &[SourceFile], plan: &mut EjectPlan) {
+    match agent {
+        Agent::Claude => {
+            let bundle = staged_root(agent);
+            copy_dir(files, &format!("{bundle}/skills"), ".claude/skills", true, plan);
+            copy_dir(files, &format!("{bundle}/commands"), ".claude/commands", false, plan);
+            copy_dir(files, &format!("{bundle}/agents"), ".claude/agents", false, plan);
+            merge_servers(files, &format!("{bundle}/.mcp.json"), ".mcp.json", plan);
+            if let Some(file) = find(files, &format!("{bundle}/hooks/hooks.json")) {
+                if let Some(value) = parse_json(file, plan) {
+                    merge_hooks(&value, ".claude/settings.json", plan);
+                }
+            }
+            if let Some(file) = find(files, &format!("{bundle}/agentpack-settings.json")) {
+                if let Some(Value::Object(settings)) = parse_json(file, plan) {
+                    for (key, value) in settings {
+                        match value {
+                            Value::Array(items) => {
+                                for item in items {
+                                    plan.edits.push(JsonEdit {
+                                        file: ".claude/settings.json".into(),
+                                        path: vec![key.clone()],
+                                        kind: EditKind::Entry,
+                                        value: item,
+                                    });
+                                }
+                            }
+                            value => plan.edits.push(JsonEdit {
+                                file: ".claude/settings.json".into(),
+                                path: vec![key],
+                                kind: EditKind::Key,
+                                value,
+                            }),
+                        }
+                    }
+                }
+            }
+            if find(files, &format!("{bundle}/.lsp.json")).is_some() {
+                plan.warnings.push(
+                    "claude: language servers are read from plugins only; .lsp.json stays in the ejected copy and is not registered".into(),
+                );
+            }
+        }
+        Agent::Cursor => {
+            let bundle = "cursor/agentpack-bundle";
+            copy_dir(files, &format!("{bundle}/rules"), ".cursor/rules", false, plan);
+            copy_dir(files, &format!("{bundle}/commands"), ".cursor/commands", false, plan);
+            copy_dir(files, &format!("{bundle}/agents"), ".cursor/agents", false, plan);
+            copy_dir(files, &format!("{bundle}/skills"), ".cursor/skills", true, plan);
+            merge_servers(files, &format!("{bundle}/mcp.json"), ".cursor/mcp.json", plan);
+            if let Some(file) = find(files, &format!("{bundle}/hooks/hooks.json")) {
+                if let Some(value) = parse_json(file, plan) {
+                    if let Some(version) = value.get("version") {
+                        plan.edits.push(JsonEdit {
+                            file: ".cursor/hooks.json".into(),
+                            path: vec!["version".into()],
+                            kind: EditKind::Key,
+                            value: version.clone(),
+                        });
+                    }
+                    merge_hooks(&value, ".cursor/hooks.json", plan);
+                }
+            }
+        }
+        Agent::Codex => {
+            copy_dir(files, "codex-home/skills", ".agents/skills", true, plan);
+            let has = |name: &str| {
+                files.iter().any(|f| {
+                    f.relative == format!("codex-home/{name}")
+                        || f.relative.starts_with(&format!("codex-home/{name}/"))
+                })
+            };
+            let mut unregistered = Vec::new();
+            if find(files, "codex-home/config.toml")
+                .is_some_and(|f| String::from_utf8_lossy(&f.bytes).contains("[mcp_servers."))
+            {
+                unregistered.push("MCP servers (config.toml)");
+            }
+            if has("hooks.json") {
+                unregistered.push("hooks (hooks.json)");
+            }
+            if has("agents") {
+                unregistered.push("custom agents (agents/)");
+            }
+            if !unregistered.is_empty() {
+                plan.warnings.push(format!(
+                    "codex: only skills are registered (.agents/skills); {} stay in {EJECT_DIR}/codex-home, not registered; use `agentpack codex` for them",
+                    unregistered.join(", ")
+                ));
+            }
+        }
+        Agent::Antigravity => {
+            let target = ".agents/plugins/agentpack-bundle";
+            copy_dir(files, staged_root(agent), target, false, plan);
+            plan.owned_dirs.push(target.to_owned());
+        }
+        Agent::OpenCode | Agent::Grok => {}
+    }
+}
+
+/// Something eject will not replace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    /// Project-relative path (with `#/key/path` for a JSON setting).
+    pub what: String,
+    pub reason: String,
+}
+
+/// What the caller found in the project at the plan's paths.
+pub trait ProjectState {
+    /// Whether anything (file, directory or link) exists at the project-relative path.
+    fn exists(&self, path: &str) -> bool;
+    /// Whether the path exists and is a real directory (not a link).
+    fn is_real_dir(&self, path: &str) -> bool;
+    /// A JSON file's parsed content: `Ok(None)` when absent, `Err` when it cannot be read or parsed.
+    fn json(&self, path: &str) -> Result<Option<Value>, String>;
+}
+
+/// Every conflict between a plan and the project, given what eject wrote last time. Also drops
+/// edits whose value is already in place and not eject's (they need no writing and must survive
+/// `--remove`).
+pub fn check_conflicts(
+    plan: &mut EjectPlan,
+    previous: &EjectManifest,
+    project: &dyn ProjectState,
+) -> Vec<Conflict> {
+    let mut conflicts = Vec::new();
+    let mut parents = BTreeSet::new();
+    for file in &plan.files {
+        if project.exists(&file.path) && !previous.has_file(&file.path) {
+            conflicts.push(Conflict {
+                what: file.path.clone(),
+                reason: "exists and was not written by eject".into(),
+            });
+        }
+        let mut parent = file.path.as_str();
+        while let Some((dir, _)) = parent.rsplit_once('/') {
+            parents.insert(dir.to_owned());
+            parent = dir;
+        }
+    }
+    for dir in parents {
+        if project.exists(&dir) && !project.is_real_dir(&dir) && !previous.has_dir(&dir) {
+            conflicts.push(Conflict {
+                what: dir,
+                reason: "is a file or a link where eject needs a directory".into(),
+            });
+        }
+    }
+    for dir in &plan.owned_dirs {
+        if project.exists(dir) && !previous.has_dir(dir) {
+            conflicts.push(Conflict {
+                what: dir.clone(),
+                reason: "exists and was not created by eject".into(),
+            });
+        }
+    }
+    let mut documents: BTreeMap<String, Option<Value>> = BTreeMap::new();
+    for edit in &plan.edits {
+        if !documents.contains_key(&edit.file) {
+            match project.json(&edit.file) {
+                Ok(document) => {
+                    documents.insert(edit.file.clone(), document);
+                }
+                Err(reason) => {
+                    conflicts.push(Conflict {
+                        what: edit.file.clone(),
+                        reason,
+                    });
+                    documents.insert(edit.file.clone(), None);
+                }
+            }
+        }
+    }
+    let mut kept = Vec::new();
+    for edit in std::mem::take(&mut plan.edits) {
+        let document = documents.get(&edit.file).cloned().flatten();
+        // What the user has there, with eject's own previous value taken out.
+        let theirs = document.map(|mut document| {
+            if let Some(recorded) = previous.edit_at(&edit) {
+                remove_edit(&mut document, recorded);
+            }
+            document
+        });
+        let mut drop = false;
+        match edit.kind {
+            EditKind::Key => {
+                if let Some(existing) = theirs.as_ref().and_then(|d| get(d, &edit.path)) {
+                    if *existing == edit.value {
+                        drop = true;
+                    } else {
+                        conflicts.push(Conflict {
+                            what: edit.describe(),
+                            reason: "is already set to a different value that eject did not write"
+                                .into(),
+                        });
+                    }
+                } else if let Some(parent) = theirs
+                    .as_ref()
+                    .and_then(|d| first_non_object(d, &edit.path[..edit.path.len() - 1]))
+                {
+                    conflicts.push(Conflict {
+                        what: edit.describe(),
+                        reason: format!("`{parent}` is not a JSON object"),
+                    });
+                }
+            }
+            EditKind::Entry => match theirs.as_ref().and_then(|d| get(d, &edit.path)) {
+                Some(Value::Array(items)) => {
+                    let recorded_here = previous
+                        .edits
+                        .iter()
+                        .any(|r| r.same_place(&edit) && r.value == edit.value);
+                    if items.contains(&edit.value) && !recorded_here {
+                        drop = true;
+                    }
+                }
+                Some(_) => conflicts.push(Conflict {
+                    what: edit.describe(),
+                    reason: "is not a JSON array".into(),
+                }),
+                None => {
+                    if let Some(parent) = theirs
+                        .as_ref()
+                        .and_then(|d| first_non_object(d, &edit.path[..edit.path.len() - 1]))
+                    {
+                        conflicts.push(Conflict {
+                            what: edit.describe(),
+                            reason: format!("`{parent}` is not a JSON object"),
+                        });
+                    }
+                }
+            },
+        }
+        if !drop {
+            kept.push(edit);
+        }
+    }
+    plan.edits = kept;
+    conflicts
+}
+
+fn get<'a>(document: &'a Value, path: &[String]) -> Option<&'a Value> {
+    path.iter()
+        .try_fold(document, |value, key| value.as_object()?.get(key))
+}
+
+/// The first prefix of `path` that exists and is not an object, if any.
+fn first_non_object(document: &Value, path: &[String]) -> Option<String> {
+    let mut value = document;
+    if !value.is_object() {
+        return Some("(the document)".into());
+    }
+    for (index, key) in path.iter().enumerate() {
+        match value.as_object().and_then(|o| o.get(key)) {
+            None => return None,
+            Some(next) if next.is_object() => value = next,
+            Some(_) => return Some(path[..=index].join("/")),
+        }
+    }
+    None
+}
+
+/// Applies one edit to a document (an object); containers on the way are created.
+pub fn apply_edit(document: &mut Value, edit: &JsonEdit) {
+    let (parent_path, last) = match edit.kind {
+        EditKind::Key => match edit.path.split_last() {
+            Some((last, parent)) => (parent, Some(last)),
+            None => return,
+        },
+        EditKind::Entry => (edit.path.as_slice(), None),
+    };
+    if !document.is_object() {
+        *document = Value::Object(Map::new());
+    }
+    let mut value = document;
+    for (index, key) in parent_path.iter().enumerate() {
+        let Some(object) = value.as_object_mut() else {
+            return;
+        };
+        let default = if last.is_none() && index + 1 == parent_path.len() {
+            Value::Array(Vec::new())
+        } else {
+            Value::Object(Map::new())
+        };
+        value = object.entry(key.clone()).or_insert(default);
+    }
+    match last {
+        Some(key) => {
+            if let Some(object) = value.as_object_mut() {
+                object.insert(key.clone(), edit.value.clone());
+            }
+        }
+        None => {
+            if let Some(items) = value.as_array_mut() {
+                if !items.contains(&edit.value) {
+                    items.push(edit.value.clone());
+                }
+            }
+        }
+    }
+}
+
+/// Takes one edit out of a document: the key when it still holds eject's value, or the first
+/// equal array entry. Returns false when the value was not found (changed by the user).
+pub fn remove_edit(document: &mut Value, edit: &JsonEdit) -> bool {
+    match edit.kind {
+        EditKind::Key => {
+            let Some((last, parent)) = edit.path.split_last() else {
+                return false;
+            };
+            let Some(object) = get_mut(document, parent).and_then(Value::as_object_mut) else {
+                return false;
+            };
+            if object.get(last) == Some(&edit.value) {
+                object.shift_remove(last);
+                true
+            } else {
+                false
+            }
+        }
+        EditKind::Entry => {
+            let Some(items) = get_mut(document, &edit.path).and_then(Value::as_array_mut) else {
+                return false;
+            };
+            match items.iter().position(|item| *item == edit.value) {
+                Some(index) => {
+                    items.remove(index);
+                    true
+                }
+                None => false,
+            }
+        }
+    }
+}
+
+fn get_mut<'a>(document: &'a mut Value, path: &[String]) -> Option<&'a mut Value> {
+    path.iter()
+        .try_fold(document, |value, key| value.as_object_mut()?.get_mut(key))
+}
+
+/// Removes containers along `path` that are empty now and did not exist in `original`.
+pub fn prune_empty(document: &mut Value, path: &[String], original: Option<&Value>) {
+    for depth in (1..=path.len()).rev() {
+        let prefix = &path[..depth];
+        let existed = original.is_some_and(|o| get(o, prefix).is_some());
+        if existed {
+            continue;
+        }
+        let empty = match get(document, prefix) {
+            Some(Value::Object(o)) => o.is_empty(),
+            Some(Value::Array(a)) => a.is_empty(),
+            _ => false,
+        };
+        if empty {
+            if let Some(parent) =
+                get_mut(document, &prefix[..depth - 1]).and_then(Value::as_object_mut)
+            {
+                parent.shift_remove(&prefix[depth - 1]);
+            }
+        }
+    }
+}
+
+/// Renders a JSON document the way eject writes it.
+pub fn render_json(document: &Value) -> String {
+    let mut text = serde_json::to_string_pretty(document).unwrap_or_else(|_| "{}".into());
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn source(relative: &str, text: &str) -> SourceFile {
+        SourceFile {
+            relative: relative.into(),
+            bytes: text.as_bytes().to_vec(),
+            executable: false,
+        }
+    }
+
+    struct Fake(BTreeMap<String, Option<Value>>);
+    impl ProjectState for Fake {
+        fn exists(&self, path: &str) -> bool {
+            self.0.contains_key(path)
+        }
+        fn is_real_dir(&self, _: &str) -> bool {
+            true
+        }
+        fn json(&self, path: &str) -> Result<Option<Value>, String> {
+            Ok(self.0.get(path).cloned().flatten())
+        }
+    }
+
+    #[test]
+    fn generation_paths_are_rewritten_to_the_copy() {
+        let files = [source(
+            "plugins/agentpack-bundle/.mcp.json",
+            r#"{"mcpServers":{"s":{"command":"node","args":["/store/gen/plugin-roots/ab/s.js"]}}}"#,
+        )];
+        let plan = plan(&[Agent::Claude], &files, &["/store/gen"], "/p/.agentpack/eject");
+        assert_eq!(plan.edits.len(), 1);
+        assert_eq!(
+            plan.edits[0].value["args"][0],
+            "/p/.agentpack/eject/plugin-roots/ab/s.js"
+        );
+        assert_eq!(
+            plan.files[0].path,
+            ".agentpack/eject/plugins/agentpack-bundle/.mcp.json"
+        );
+    }
+
+    #[test]
+    fn a_different_user_value_conflicts_and_an_equal_one_is_left_alone() {
+        let files = [source(
+            "plugins/agentpack-bundle/.mcp.json",
+            r#"{"mcpServers":{"a":{"command":"x"},"b":{"command":"y"}}}"#,
+        )];
+        let mut plan = plan(&[Agent::Claude], &files, &[], "/e");
+        let project = Fake(BTreeMap::from([(
+            ".mcp.json".to_owned(),
+            Some(json!({"mcpServers": {"a": {"command": "x"}, "b": {"command": "mine"}}})),
+        )]));
+        let conflicts = check_conflicts(&mut plan, &EjectManifest::default(), &project);
+        assert_eq!(conflicts.len(), 1);
+        assert_eq!(conflicts[0].what, ".mcp.json#/mcpServers/b");
+        assert_eq!(plan.edits.len(), 1, "the equal server `a` needs no edit");
+    }
+
+    #[test]
+    fn apply_then_remove_gives_the_document_back() {
+        let original = json!({"hooks": {"Stop": [{"x": 1}]}, "other": true});
+        let edits = [
+            JsonEdit {
+                file: "f".into(),
+                path: vec!["hooks".into(), "Stop".into()],
+                kind: EditKind::Entry,
+                value: json!({"y": 2}),
+            },
+            JsonEdit {
+                file: "f".into(),
+                path: vec!["hooks".into(), "PreToolUse".into()],
+                kind: EditKind::Entry,
+                value: json!({"z": 3}),
+            },
+            JsonEdit {
+                file: "f".into(),
+                path: vec!["attribution".into()],
+                kind: EditKind::Key,
+                value: json!({"commit": ""}),
+            },
+        ];
+        let mut document = original.clone();
+        for edit in &edits {
+            apply_edit(&mut document, edit);
+        }
+        assert_eq!(document["hooks"]["PreToolUse"], json!([{"z": 3}]));
+        for edit in &edits {
+            assert!(remove_edit(&mut document, edit));
+            prune_empty(&mut document, &edit.path, Some(&original));
+        }
+        assert_eq!(document, original);
+    }
+
+    #[test]
+    fn opencode_and_grok_are_refused_with_their_launcher() {
+        assert!(refusal(Agent::OpenCode).unwrap().contains("agentpack opencode"));
+        assert!(refusal(Agent::Grok).unwrap().contains("terminal"));
+        assert!(refusal(Agent::Cursor).is_none());
+    }
+}
