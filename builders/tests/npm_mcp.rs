@@ -461,3 +461,62 @@ fn staged_configs_carry_the_exact_version_or_mcp_exec() {
     assert!(staged.contains("mcp-exec"), "{staged}");
     assert!(staged.contains("/opt/agentpack/bin/agentpack"), "{staged}");
 }
+
+#[test]
+fn a_tree_damaged_in_the_cache_is_unpacked_again_from_checked_tarballs() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let f = fixture();
+    let servers = [npx_server("demo", "@demo/mcp@latest", &f.registry.url())];
+    let lock = lock_with(&servers, &Lockfile::default(), &options());
+    let store = f.store();
+    let spec = spec_path(&store, &lock, &servers);
+    let first = prepare_exec(&store, &spec).unwrap();
+    let file = first.ready.tree.path().join("node_modules/dep-b/index.js");
+    let dir = file.parent().unwrap().to_path_buf();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    std::fs::write(
+        &file,
+        "module.exports = 'edited in the cache, longer than before';\n",
+    )
+    .unwrap();
+    drop(store);
+
+    let store = f.store();
+    let again = prepare_exec(&store, &spec).unwrap();
+    assert!(again.ready.downloaded, "the damaged tree was not noticed");
+    assert_eq!(f.registry.tarball_requests(), 6);
+    assert_eq!(run_node(&again.script, &[])["b"], "dep-b here");
+}
+
+#[test]
+fn unpacking_refuses_parent_paths_and_never_writes_links() {
+    use agentpack_builders::npm::tree_store::unpack_tarball;
+    use agentpack_test_support::RawTar;
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("node_modules/x");
+
+    let escaping = RawTar::new()
+        .file("package/ok.js", "1")
+        .file("package/../../escaped.js", "2")
+        .finish_gz();
+    let err = unpack_tarball(&escaping, &dest).unwrap_err();
+    assert!(err.contains("leaves the package"), "{err}");
+    assert!(!dir.path().join("escaped.js").exists());
+    assert!(!dir.path().join("node_modules/escaped.js").exists());
+
+    let links = RawTar::new()
+        .file_mode("package/bin.js", "x", 0o755)
+        .symlink("package/out", "/etc")
+        .hardlink("package/hard", "/etc/passwd")
+        .file("other-root/index.js", "y")
+        .finish_gz();
+    unpack_tarball(&links, &dest).unwrap();
+    assert!(dest.join("bin.js").is_file());
+    assert!(
+        dest.join("index.js").is_file(),
+        "any first component is dropped"
+    );
+    assert!(std::fs::symlink_metadata(dest.join("out")).is_err());
+    assert!(std::fs::symlink_metadata(dest.join("hard")).is_err());
+}

@@ -102,6 +102,9 @@ pub enum Command {
     /// Launch Antigravity (agy) with the workspace plugin.
     Agy(commands::launch::LaunchArgs),
 
+    /// Copy the staged trees into the project for editors that start without a launcher.
+    Eject(commands::eject::EjectArgs),
+
     /// Helpers outside the main workflow (`extra sync-claude`).
     Extra(commands::extra::ExtraArgs),
 

@@ -215,3 +215,30 @@ fn mcp_exec_runs_the_locked_tree_and_refuses_a_corrupted_tarball() {
     );
     assert!(!w.marker().exists(), "a package script ran");
 }
+
+#[test]
+fn mcp_add_and_remove_sync_unless_told_not_to() {
+    let w = World::new();
+    w.ok(&[
+        "mcp",
+        "add",
+        "local",
+        "--command",
+        "node",
+        "--args",
+        "server.js",
+    ]);
+    let lock = w.lock();
+    let record = lock.mcp_server("local").unwrap();
+    assert_eq!(record.status.as_str(), "unpinnable");
+    assert_eq!(record.command.as_deref(), Some("node"));
+    assert!(
+        w.home.staging_root.join("modes").exists(),
+        "mcp add did not sync"
+    );
+    w.ok(&["mcp", "remove", "local"]);
+    assert!(w.lock().mcp_servers.is_empty());
+    let out = w.run(&["mcp", "remove", "local"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("agentpack mcp list"));
+}

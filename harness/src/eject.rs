@@ -272,13 +272,7 @@ fn find<'a>(files: &'a [SourceFile], relative: &str) -> Option<&'a SourceFile> {
 }
 
 /// Copies `<from>/**` to `<to>/**`; with `units`, each first-level directory is an owned unit.
-fn copy_dir(
-    files: &[SourceFile],
-    from: &str,
-    to: &str,
-    units: bool,
-    plan: &mut EjectPlan,
-) {
+fn copy_dir(files: &[SourceFile], from: &str, to: &str, units: bool, plan: &mut EjectPlan) {
     for (rest, file) in under(files, from) {
         if units {
             if let Some((unit, _)) = rest.split_once('/') {
@@ -371,9 +365,27 @@ fn register(agent: Agent, files: &[SourceFile], plan: &mut EjectPlan) {
     match agent {
         Agent::Claude => {
             let bundle = staged_root(agent);
-            copy_dir(files, &format!("{bundle}/skills"), ".claude/skills", true, plan);
-            copy_dir(files, &format!("{bundle}/commands"), ".claude/commands", false, plan);
-            copy_dir(files, &format!("{bundle}/agents"), ".claude/agents", false, plan);
+            copy_dir(
+                files,
+                &format!("{bundle}/skills"),
+                ".claude/skills",
+                true,
+                plan,
+            );
+            copy_dir(
+                files,
+                &format!("{bundle}/commands"),
+                ".claude/commands",
+                false,
+                plan,
+            );
+            copy_dir(
+                files,
+                &format!("{bundle}/agents"),
+                ".claude/agents",
+                false,
+                plan,
+            );
             merge_servers(files, &format!("{bundle}/.mcp.json"), ".mcp.json", plan);
             if let Some(file) = find(files, &format!("{bundle}/hooks/hooks.json")) {
                 if let Some(value) = parse_json(file, plan) {
@@ -412,11 +424,40 @@ fn register(agent: Agent, files: &[SourceFile], plan: &mut EjectPlan) {
         }
         Agent::Cursor => {
             let bundle = "cursor/agentpack-bundle";
-            copy_dir(files, &format!("{bundle}/rules"), ".cursor/rules", false, plan);
-            copy_dir(files, &format!("{bundle}/commands"), ".cursor/commands", false, plan);
-            copy_dir(files, &format!("{bundle}/agents"), ".cursor/agents", false, plan);
-            copy_dir(files, &format!("{bundle}/skills"), ".cursor/skills", true, plan);
-            merge_servers(files, &format!("{bundle}/mcp.json"), ".cursor/mcp.json", plan);
+            copy_dir(
+                files,
+                &format!("{bundle}/rules"),
+                ".cursor/rules",
+                false,
+                plan,
+            );
+            copy_dir(
+                files,
+                &format!("{bundle}/commands"),
+                ".cursor/commands",
+                false,
+                plan,
+            );
+            copy_dir(
+                files,
+                &format!("{bundle}/agents"),
+                ".cursor/agents",
+                false,
+                plan,
+            );
+            copy_dir(
+                files,
+                &format!("{bundle}/skills"),
+                ".cursor/skills",
+                true,
+                plan,
+            );
+            merge_servers(
+                files,
+                &format!("{bundle}/mcp.json"),
+                ".cursor/mcp.json",
+                plan,
+            );
             if let Some(file) = find(files, &format!("{bundle}/hooks/hooks.json")) {
                 if let Some(value) = parse_json(file, plan) {
                     if let Some(version) = value.get("version") {
@@ -770,7 +811,12 @@ mod tests {
             "plugins/agentpack-bundle/.mcp.json",
             r#"{"mcpServers":{"s":{"command":"node","args":["/store/gen/plugin-roots/ab/s.js"]}}}"#,
         )];
-        let plan = plan(&[Agent::Claude], &files, &["/store/gen"], "/p/.agentpack/eject");
+        let plan = plan(
+            &[Agent::Claude],
+            &files,
+            &["/store/gen"],
+            "/p/.agentpack/eject",
+        );
         assert_eq!(plan.edits.len(), 1);
         assert_eq!(
             plan.edits[0].value["args"][0],
@@ -836,7 +882,9 @@ mod tests {
 
     #[test]
     fn opencode_and_grok_are_refused_with_their_launcher() {
-        assert!(refusal(Agent::OpenCode).unwrap().contains("agentpack opencode"));
+        assert!(refusal(Agent::OpenCode)
+            .unwrap()
+            .contains("agentpack opencode"));
         assert!(refusal(Agent::Grok).unwrap().contains("terminal"));
         assert!(refusal(Agent::Cursor).is_none());
     }

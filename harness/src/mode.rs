@@ -1,7 +1,7 @@
 //! Mode selection: which packages, package paths, MCP servers and `./.agents/` paths a mode stages.
 //!
-//! Owns the parsing of the four selector kinds (`package:`, `package-path:`, `mcp:`, `.agents:`) and
-//! the rule that decides whether one item is selected. It never reads files: the generation builder
+//! Owns the rule that decides whether one item is selected; the four selector kinds (`package:`,
+//! `package-path:`, `mcp:`, `.agents:`) and their parsing are the lockfile crate's [`Selector`]. It never reads files: the generation builder
 //! builds a [`ModeFilter`] from `[modes.<name>]` and hands the per-package [`PathFilter`]s to the renderers.
 //!
 //! The rule: start from `base` (`all` selects everything, `none` nothing), then the most specific
@@ -22,98 +22,8 @@
 //! assert!(!mode.package_filter("github.com/acme/other").includes_anything());
 //! ```
 
-use std::fmt;
-
-/// Where a mode starts before its `enable` and `disable` lists apply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ModeBase {
-    /// `base = "all"`: a denylist mode.
-    All,
-    /// `base = "none"`: an allowlist mode.
-    None,
-}
-
-/// One parsed selector.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Selector {
-    /// `package:<module>`: every artifact and MCP server of that package.
-    Package(String),
-    /// `package-path:<module>:<relative-path>`: one file or directory inside that package.
-    PackagePath { module: String, path: String },
-    /// `mcp:<name>`: one MCP server, whatever its source.
-    Mcp(String),
-    /// `.agents:<relative-path>`: one file or directory of the project's `./.agents/` overlay.
-    DotAgents(String),
-}
-
-/// A selector that does not parse.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid mode selector `{selector}`: {reason}; expected package:<module>, package-path:<module>:<path>, mcp:<name> or .agents:<path>")]
-pub struct SelectorError {
-    pub selector: String,
-    pub reason: &'static str,
-}
-
-impl Selector {
-    /// Parses one selector string as written in `[modes]`.
-    pub fn parse(text: &str) -> Result<Self, SelectorError> {
-        let error = |reason| SelectorError {
-            selector: text.to_string(),
-            reason,
-        };
-        let (kind, rest) = text
-            .split_once(':')
-            .ok_or_else(|| error("no kind prefix"))?;
-        if rest.is_empty() {
-            return Err(error("nothing after the kind"));
-        }
-        match kind {
-            "package" => Ok(Self::Package(rest.trim_end_matches('/').to_string())),
-            "package-path" => {
-                let (module, path) = rest
-                    .split_once(':')
-                    .ok_or_else(|| error("package-path needs <module>:<path>"))?;
-                let path = normalize_selector_path(path);
-                if module.is_empty() || path.is_empty() {
-                    return Err(error("package-path needs both a module and a path"));
-                }
-                Ok(Self::PackagePath {
-                    module: module.trim_end_matches('/').to_string(),
-                    path,
-                })
-            }
-            "mcp" => Ok(Self::Mcp(rest.to_string())),
-            ".agents" => {
-                let path = normalize_selector_path(rest);
-                if path.is_empty() {
-                    return Err(error(".agents needs a path"));
-                }
-                Ok(Self::DotAgents(path))
-            }
-            _ => Err(error("unknown kind")),
-        }
-    }
-}
-
-impl fmt::Display for Selector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Package(module) => write!(f, "package:{module}"),
-            Self::PackagePath { module, path } => write!(f, "package-path:{module}:{path}"),
-            Self::Mcp(name) => write!(f, "mcp:{name}"),
-            Self::DotAgents(path) => write!(f, ".agents:{path}"),
-        }
-    }
-}
-
-fn normalize_selector_path(path: &str) -> String {
-    path.trim_start_matches("./")
-        .trim_matches('/')
-        .split('/')
-        .filter(|part| !part.is_empty() && *part != ".")
-        .collect::<Vec<_>>()
-        .join("/")
-}
+use agentpack_lockfile::Mode;
+pub use agentpack_lockfile::{Base as ModeBase, Selector, SelectorError};
 
 /// One mode: a base and its enable/disable selectors.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,7 +40,16 @@ impl Default for ModeFilter {
 }
 
 impl ModeFilter {
-    /// Parses a mode from its base and selector lists.
+    /// The filter of a mode as the manifest declares it.
+    pub fn from_mode(mode: &Mode) -> Self {
+        Self {
+            base: mode.base,
+            enable: mode.enable.clone(),
+            disable: mode.disable.clone(),
+        }
+    }
+
+    /// Parses a mode from its base and selector lists, as written in `agentpack.toml`.
     pub fn new(
         base: ModeBase,
         enable: &[String],
@@ -164,7 +83,7 @@ impl ModeFilter {
 
     /// Whether the package as a whole is selected (before `package-path:` selectors).
     pub fn package_selected(&self, module: &str) -> bool {
-        let matches = |s: &Selector| matches!(s, Selector::Package(m) if m == module);
+        let matches = |s: &Selector| matches!(s, Selector::Package(m) if m.as_str() == module);
         if self.disable.iter().any(matches) {
             false
         } else if self.enable.iter().any(matches) {
@@ -180,9 +99,9 @@ impl ModeFilter {
         for (selected, list) in [(true, &self.enable), (false, &self.disable)] {
             for selector in list {
                 if let Selector::PackagePath { module: m, path } = selector {
-                    if m == module {
+                    if m.as_str() == module {
                         rules.push(PathRule {
-                            prefix: path.clone(),
+                            prefix: path.trim_end_matches('/').to_owned(),
                             selected,
                         });
                     }
@@ -200,9 +119,9 @@ impl ModeFilter {
         let mut rules = Vec::new();
         for (selected, list) in [(true, &self.enable), (false, &self.disable)] {
             for selector in list {
-                if let Selector::DotAgents(path) = selector {
+                if let Selector::Agents(path) = selector {
                     rules.push(PathRule {
-                        prefix: path.clone(),
+                        prefix: path.trim_end_matches('/').to_owned(),
                         selected,
                     });
                 }
@@ -306,41 +225,6 @@ mod tests {
     fn mode(base: ModeBase, enable: &[&str], disable: &[&str]) -> ModeFilter {
         let owned = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         ModeFilter::new(base, &owned(enable), &owned(disable)).unwrap()
-    }
-
-    #[test]
-    fn parses_every_selector_kind() {
-        assert_eq!(
-            Selector::parse("package:github.com/a/b/skills/x").unwrap(),
-            Selector::Package("github.com/a/b/skills/x".into())
-        );
-        assert_eq!(
-            Selector::parse("package-path:github.com/a/b:./commands/noise.md").unwrap(),
-            Selector::PackagePath {
-                module: "github.com/a/b".into(),
-                path: "commands/noise.md".into()
-            }
-        );
-        assert_eq!(
-            Selector::parse("mcp:linear").unwrap(),
-            Selector::Mcp("linear".into())
-        );
-        assert_eq!(
-            Selector::parse(".agents:skills/local/").unwrap(),
-            Selector::DotAgents("skills/local".into())
-        );
-        for bad in [
-            "linear",
-            "pkg:x",
-            "package:",
-            "package-path:github.com/a/b",
-            ".agents:/",
-        ] {
-            let error = Selector::parse(bad).unwrap_err();
-            assert!(error.to_string().contains(bad), "{error}");
-        }
-        let s = "package-path:github.com/a/b:commands/x.md";
-        assert_eq!(Selector::parse(s).unwrap().to_string(), s);
     }
 
     #[test]

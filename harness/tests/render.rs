@@ -621,7 +621,7 @@ fn unreadable_files_are_warnings_and_a_missing_tree_is_an_error() {
 }
 
 #[test]
-fn a_large_package_renders_quickly() {
+fn a_large_package_stages_every_file_of_every_skill() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("big");
     for skill in 0..40 {
@@ -649,7 +649,7 @@ fn a_large_package_renders_quickly() {
         root,
         filter: PathFilter::all(),
     }];
-    let started = std::time::Instant::now();
+    // Speed is measured by the workflow benchmarks (cargo bench), not asserted here.
     let plan = render_generation(&stage, &Agent::ALL).unwrap();
     assert_eq!(
         plan.agents[&Agent::Codex]
@@ -658,10 +658,5 @@ fn a_large_package_renders_quickly() {
             .filter(|p| p.starts_with("codex-home/skills/"))
             .count(),
         40 * 51
-    );
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
     );
 }

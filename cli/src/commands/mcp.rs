@@ -2,8 +2,8 @@
 //!
 //! `add` and `remove` are transactions over `agentpack.toml` and `pack.lock`: the record is computed
 //! first (an npm server is resolved against its registry; an unreachable registry fails unless
-//! `--allow-unpinned`), then both files are written, then the project is synced unless
-//! `--no-sync`. If any step fails both files are put back as they were. `list` reads only.
+//! `--allow-unpinned`, and nothing is written), then `lock::apply_manifest_edit` re-locks, writes both
+//! files and syncs unless `--no-sync`, putting both files back if any step fails. `list` reads only.
 //! Nothing here prints an env value, a header or an OAuth setting.
 
 use std::path::PathBuf;
@@ -17,7 +17,7 @@ use anyhow::{bail, Context as _, Result};
 use indexmap::IndexMap;
 use serde::Serialize;
 
-use crate::commands::sync::{self, SyncOptions};
+use crate::commands::lock::apply_manifest_edit;
 use crate::context::Context;
 use crate::output;
 use crate::project::Project;
@@ -148,7 +148,7 @@ fn run_add(ctx: &Context, args: &McpAddArgs) -> Result<ExitCode> {
     };
     document.set_mcp_server(&args.name, &server)?;
     let manifest = document.to_manifest()?;
-    let mut lock = project.load_lock(&manifest)?;
+    let lock = project.load_lock(&manifest)?;
     let written = manifest
         .mcp_servers
         .get(&args.name)
@@ -173,29 +173,19 @@ fn run_add(ctx: &Context, args: &McpAddArgs) -> Result<ExitCode> {
             args.name
         )
     })?;
-    lock.mcp_servers.retain(|r| r.name != args.name);
-    lock.mcp_servers.extend(record.clone());
-    lock.sort();
-
-    let snapshot = project.snapshot()?;
-    let result = (|| -> Result<()> {
-        agentpack_lockfile::write_if_changed(
-            &project.manifest_path,
-            document.to_string().as_bytes(),
-        )?;
-        lock.save(&project.lock_path)?;
-        if !args.no_sync {
-            sync::run_sync(ctx, &project, &SyncOptions::default())?;
-        }
-        Ok(())
-    })();
-    if let Err(err) = result {
-        snapshot.restore();
-        return Err(err.context(format!(
-            "`agentpack mcp add {}` failed; agentpack.toml and pack.lock are unchanged",
-            args.name
-        )));
-    }
+    apply_manifest_edit(
+        ctx,
+        &project,
+        &document,
+        args.no_sync,
+        &format!("mcp add {}", args.name),
+        |lock| {
+            lock.mcp_servers.retain(|r| r.name != args.name);
+            lock.mcp_servers.extend(record.clone());
+            lock.sort();
+            Ok(())
+        },
+    )?;
     for warning in &warnings {
         output::warn(warning);
     }
@@ -219,29 +209,18 @@ fn run_remove(ctx: &Context, args: &McpRemoveArgs) -> Result<ExitCode> {
             project.manifest_path.display()
         );
     }
-    let manifest = document.to_manifest()?;
-    let mut lock = project.load_lock(&manifest)?;
-    lock.mcp_servers
-        .retain(|r| !(r.name == args.name && r.source == "manifest"));
-    let snapshot = project.snapshot()?;
-    let result = (|| -> Result<()> {
-        agentpack_lockfile::write_if_changed(
-            &project.manifest_path,
-            document.to_string().as_bytes(),
-        )?;
-        lock.save(&project.lock_path)?;
-        if !args.no_sync {
-            sync::run_sync(ctx, &project, &SyncOptions::default())?;
-        }
-        Ok(())
-    })();
-    if let Err(err) = result {
-        snapshot.restore();
-        return Err(err.context(format!(
-            "`agentpack mcp remove {}` failed; agentpack.toml and pack.lock are unchanged",
-            args.name
-        )));
-    }
+    apply_manifest_edit(
+        ctx,
+        &project,
+        &document,
+        args.no_sync,
+        &format!("mcp remove {}", args.name),
+        |lock| {
+            lock.mcp_servers
+                .retain(|r| !(r.name == args.name && r.source == "manifest"));
+            Ok(())
+        },
+    )?;
     if ctx.says() {
         output::info(&format!("Removed MCP server `{}`", args.name));
     }

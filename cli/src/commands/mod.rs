@@ -2,6 +2,7 @@
 
 pub mod add;
 mod completion;
+pub mod eject;
 pub mod extra;
 pub mod hook_exec;
 mod init;
@@ -39,6 +40,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Codex(args) => launch::run(&ctx, Agent::Codex, &args),
         Command::Grok(args) => launch::run(&ctx, Agent::Grok, &args),
         Command::Agy(args) => launch::run(&ctx, Agent::Antigravity, &args),
+        Command::Eject(args) => eject::run(&ctx, &args),
         Command::Extra(args) => extra::run(&ctx, &args),
         Command::HookExec(args) => hook_exec::run(&args),
         Command::Completion(args) => completion::run(&args),

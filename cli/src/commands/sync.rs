@@ -25,8 +25,8 @@ use agentpack_builders::generation::{
 };
 use agentpack_builders::resolve::{resolve, ResolveEnv, UpdatePolicy};
 use agentpack_builders::session::GitHubSession;
-use agentpack_harness::{Agent, McpServer as HarnessMcpServer, ModeBase, ModeFilter, SecretLayer};
-use agentpack_lockfile::{keys, Base, Lockfile, Manifest, DEFAULT_MODE};
+use agentpack_harness::{Agent, McpServer as HarnessMcpServer, ModeFilter, SecretLayer};
+use agentpack_lockfile::{keys, Lockfile, Manifest, DEFAULT_MODE};
 use agentpack_store::{hash_tree, Store, StorePath};
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
@@ -261,14 +261,9 @@ fn resolve_mode(ctx: &Context, manifest: &Manifest) -> Result<ResolvedMode> {
             manifest.mode_names().join(", ")
         );
     };
+    let filter = ModeFilter::from_mode(&mode);
     let enable: Vec<String> = mode.enable.iter().map(ToString::to_string).collect();
     let disable: Vec<String> = mode.disable.iter().map(ToString::to_string).collect();
-    let base = match mode.base {
-        Base::All => ModeBase::All,
-        Base::None => ModeBase::None,
-    };
-    let filter = ModeFilter::new(base, &enable, &disable)
-        .with_context(|| format!("mode `{name}` in agentpack.toml"))?;
     let mut selectors = vec![format!("base={}", mode.base.as_str())];
     selectors.extend(enable.iter().map(|s| format!("enable={s}")));
     selectors.extend(disable.iter().map(|s| format!("disable={s}")));

@@ -1,0 +1,349 @@
+//! `agentpack eject` through the real binary: what it writes for each agent, that rendered paths
+//! name the ejected copy instead of the store, its refusals (before writing anything), re-ejecting
+//! after a manifest change, and `--remove` putting the project back exactly.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use agentpack_test_support::IsolatedHome;
+use sha2::{Digest, Sha256};
+
+struct Project {
+    home: IsolatedHome,
+    /// Holds extra path packages made by a test.
+    packages: tempfile::TempDir,
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+impl Project {
+    /// A project with the two example packages and one manifest MCP server, synced once (so
+    /// pack.lock is settled before the tree is hashed).
+    fn new() -> Self {
+        let project = Self {
+            home: IsolatedHome::new(),
+            packages: tempfile::tempdir().unwrap(),
+        };
+        project.ok(&["init", "--name", "eject"]);
+        for example in ["hello-skill", "review-plugin"] {
+            project.ok(&[
+                "add",
+                examples().join(example).to_str().unwrap(),
+                "--no-sync",
+            ]);
+        }
+        let manifest = project.path("agentpack.toml");
+        let mut text = std::fs::read_to_string(&manifest).unwrap();
+        text.push_str("\n[mcp.servers.fs]\ncommand = \"npx\"\nargs = [\"-y\", \"server-fs\"]\n");
+        std::fs::write(&manifest, text).unwrap();
+        project.ok(&["sync"]);
+        project
+    }
+
+    fn path(&self, relative: &str) -> PathBuf {
+        self.home.project.join(relative)
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let bin = assert_cmd::cargo::cargo_bin("agentpack");
+        self.home.command(&bin, None).args(args).output().unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "agentpack {args:?} failed:\n{stderr}");
+        stderr
+    }
+
+    fn fails(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(!output.status.success(), "agentpack {args:?} should fail");
+        assert!(output.stdout.is_empty());
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    }
+
+    fn read(&self, relative: &str) -> String {
+        std::fs::read_to_string(self.path(relative))
+            .unwrap_or_else(|e| panic!("cannot read {relative}: {e}"))
+    }
+
+    fn json(&self, relative: &str) -> serde_json::Value {
+        serde_json::from_str(&self.read(relative)).unwrap()
+    }
+
+    fn write(&self, relative: &str, text: &str) {
+        let path = self.path(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// A plugin with a hook and an MCP server that runs from the plugin's own directory.
+    fn hook_plugin(&self) -> PathBuf {
+        let root = self.packages.path().join("hook-plugin");
+        for (relative, text) in [
+            (".claude-plugin/plugin.json", r#"{"name":"hook-plugin","version":"1.0.0"}"#),
+            (
+                "hooks/hooks.json",
+                r#"{"hooks":{"PreToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"${CLAUDE_PLUGIN_ROOT}/check.sh"}]}]}}"#,
+            ),
+            (
+                ".mcp.json",
+                r#"{"mcpServers":{"local":{"command":"node","args":["${CLAUDE_PLUGIN_ROOT}/server.js"]}}}"#,
+            ),
+            ("check.sh", "#!/bin/sh\necho ok\n"),
+            ("server.js", "console.log(1)\n"),
+        ] {
+            let path = root.join(relative);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        root
+    }
+
+    /// Every entry of the project (kind, path, bytes), hashed.
+    fn tree_hash(&self) -> String {
+        let mut entries = BTreeMap::new();
+        walk(&self.home.project, &self.home.project, &mut entries);
+        let mut hasher = Sha256::new();
+        for (path, content) in &entries {
+            hasher.update(path.as_bytes());
+            hasher.update([0]);
+            hasher.update(content);
+            hasher.update([0]);
+        }
+        hex::encode(hasher.finalize())
+    }
+
+    /// Project-relative paths of every regular file.
+    fn files(&self) -> Vec<String> {
+        let mut entries = BTreeMap::new();
+        walk(&self.home.project, &self.home.project, &mut entries);
+        entries
+            .into_iter()
+            .filter(|(path, _)| path.starts_with("f "))
+            .map(|(path, _)| path[2..].to_owned())
+            .collect()
+    }
+}
+
+fn walk(root: &Path, dir: &Path, entries: &mut BTreeMap<String, Vec<u8>>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let path = entry.path();
+        let relative = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+        let kind = entry.file_type().unwrap();
+        if kind.is_symlink() {
+            entries.insert(
+                format!("l {relative}"),
+                std::fs::read_link(&path).unwrap().into_os_string().into_encoded_bytes(),
+            );
+        } else if kind.is_dir() {
+            entries.insert(format!("d {relative}"), Vec::new());
+            walk(root, &path, entries);
+        } else {
+            entries.insert(format!("f {relative}"), std::fs::read(&path).unwrap());
+        }
+    }
+}
+
+#[test]
+fn eject_all_registers_every_supported_agent_with_writable_copies() {
+    let project = Project::new();
+    project.ok(&["add", project.hook_plugin().to_str().unwrap(), "--no-sync"]);
+    project.ok(&["eject"]);
+
+    for file in [
+        ".claude/skills/hello-skill/SKILL.md",
+        ".claude/commands/review.md",
+        ".claude/agents/reviewer.md",
+        ".cursor/commands/review.md",
+        ".cursor/agents/reviewer.md",
+        ".cursor/skills/hello-skill/SKILL.md",
+        ".agents/skills/hello-skill/SKILL.md",
+        ".agents/plugins/agentpack-bundle/plugin.json",
+        ".agents/plugins/agentpack-bundle/skills/hello-skill/SKILL.md",
+        ".agentpack/eject/plugins/agentpack-bundle/skills/hello-skill/SKILL.md",
+    ] {
+        assert!(project.path(file).is_file(), "{file} was not written");
+    }
+    assert!(!project.path("AGENTS.md").exists(), "AGENTS.md is not touched");
+
+    // MCP servers merged by key, their plugin paths pointing at the ejected copy.
+    let eject_root = project.path(".agentpack/eject");
+    let eject_text = eject_root.to_str().unwrap();
+    let mcp = project.json(".mcp.json");
+    assert_eq!(mcp["mcpServers"]["fs"]["command"], "npx");
+    let server_script = mcp["mcpServers"]["local"]["args"][0].as_str().unwrap();
+    assert!(server_script.starts_with(&format!("{eject_text}/plugin-roots/")));
+    assert!(Path::new(server_script).is_file(), "{server_script} is not in the copy");
+    assert_eq!(project.json(".cursor/mcp.json")["mcpServers"]["fs"]["command"], "npx");
+
+    // Hooks dispatch from the ejected copy's specs, which run in the ejected plugin roots.
+    let settings = project.json(".claude/settings.json");
+    let command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap();
+    let spec = command.split("--spec ").nth(1).unwrap();
+    assert!(spec.starts_with(&format!("{eject_text}/hook-specs/claude/")), "{command}");
+    let spec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(spec).unwrap()).unwrap();
+    assert!(spec["handlers"][0]["plugin_root"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("{eject_text}/plugin-roots/")));
+    let cursor_hooks = project.json(".cursor/hooks.json");
+    assert_eq!(cursor_hooks["version"], 1);
+    assert!(cursor_hooks["hooks"]["preToolUse"][0]["command"]
+        .as_str()
+        .unwrap()
+        .contains(&format!("{eject_text}/hook-specs/cursor/")));
+
+    // Real, writable files; no path into the store outside the manifest's own record.
+    let store = project.home.agentpack_home.join("cache/store");
+    let manifest = project.json(".agentpack/eject/manifest.json");
+    let recorded: Vec<&str> = manifest["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    for file in project.files() {
+        let path = project.path(&file);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert!(mode & 0o200 != 0, "{file} is not writable ({mode:o})");
+        if file == ".agentpack/eject/manifest.json" || file == "pack.lock" {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+        assert!(!text.contains(store.to_str().unwrap()), "{file} names the store");
+        let merged = [".mcp.json", ".claude/settings.json", ".cursor/mcp.json", ".cursor/hooks.json"];
+        if file != "agentpack.toml" && !merged.contains(&file.as_str()) {
+            assert!(recorded.contains(&file.as_str()), "{file} is not in the manifest");
+        }
+    }
+    assert!(!project
+        .files()
+        .iter()
+        .any(|f| std::fs::symlink_metadata(project.path(f)).unwrap().is_symlink()));
+}
+
+#[test]
+fn eject_named_agents_only_and_refuse_terminal_agents() {
+    let project = Project::new();
+    let before = project.tree_hash();
+    let stderr = project.fails(&["eject", "opencode"]);
+    assert!(stderr.contains("agentpack opencode"), "{stderr}");
+    let stderr = project.fails(&["eject", "claude", "grok"]);
+    assert!(stderr.contains("terminal"), "{stderr}");
+    assert_eq!(project.tree_hash(), before, "a refusal writes nothing");
+
+    project.ok(&["eject", "claude", "cursor"]);
+    assert!(project.path(".claude/commands/review.md").is_file());
+    assert!(project.path(".cursor/commands/review.md").is_file());
+    assert!(!project.path(".agents").exists(), "codex and agy were not asked for");
+    let manifest = project.json(".agentpack/eject/manifest.json");
+    assert_eq!(manifest["agents"], serde_json::json!(["claude", "cursor"]));
+    assert!(!project.path(".agentpack/eject/codex-home").exists());
+}
+
+#[test]
+fn a_user_file_or_setting_in_the_way_is_refused_before_anything_is_written() {
+    let project = Project::new();
+    project.write(".claude/commands/review.md", "my own review command\n");
+    let before = project.tree_hash();
+    let stderr = project.fails(&["eject"]);
+    assert!(stderr.contains(".claude/commands/review.md"), "{stderr}");
+    assert_eq!(project.tree_hash(), before, "nothing was written");
+
+    std::fs::remove_file(project.path(".claude/commands/review.md")).unwrap();
+    project.write(".cursor/mcp.json", r#"{"mcpServers":{"fs":{"command":"mine"}}}"#);
+    let before = project.tree_hash();
+    let stderr = project.fails(&["eject"]);
+    assert!(stderr.contains(".cursor/mcp.json#/mcpServers/fs"), "{stderr}");
+    assert_eq!(project.tree_hash(), before, "nothing was written");
+}
+
+#[test]
+fn a_users_mcp_server_is_kept_and_the_file_restored_exactly() {
+    let project = Project::new();
+    let original = "{ \"mcpServers\": {\n    \"mine\": { \"command\": \"my-server\" } } }";
+    project.write(".mcp.json", original);
+    project.ok(&["eject", "claude"]);
+    let mcp = project.json(".mcp.json");
+    assert_eq!(mcp["mcpServers"]["mine"]["command"], "my-server");
+    assert_eq!(mcp["mcpServers"]["fs"]["command"], "npx");
+    project.ok(&["eject", "--remove"]);
+    assert_eq!(project.read(".mcp.json"), original);
+}
+
+#[test]
+fn a_user_edit_after_eject_is_kept_by_remove() {
+    let project = Project::new();
+    project.write(".mcp.json", r#"{"mcpServers":{"mine":{"command":"my-server"}}}"#);
+    project.ok(&["eject", "claude"]);
+    let mut mcp = project.json(".mcp.json");
+    mcp["mcpServers"]["later"] = serde_json::json!({"command": "added-after"});
+    project.write(".mcp.json", &serde_json::to_string(&mcp).unwrap());
+    project.ok(&["eject", "--remove"]);
+    let mcp = project.json(".mcp.json");
+    assert_eq!(
+        mcp["mcpServers"].as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["mine", "later"]
+    );
+}
+
+#[test]
+fn eject_again_after_adding_a_package_updates_what_it_wrote() {
+    let project = Project::new();
+    project.ok(&["eject", "claude", "codex"]);
+    let first = project.json(".agentpack/eject/manifest.json");
+    let settings_before = project.json(".claude/settings.json");
+    assert!(settings_before.get("hooks").is_none());
+
+    project.ok(&["add", project.hook_plugin().to_str().unwrap(), "--no-sync"]);
+    project.ok(&["eject", "claude", "codex"]);
+    let settings = project.json(".claude/settings.json");
+    assert_eq!(settings["hooks"]["PreToolUse"].as_array().unwrap().len(), 1);
+    assert!(project.json(".mcp.json")["mcpServers"]["local"].is_object());
+    let second = project.json(".agentpack/eject/manifest.json");
+    assert!(second["files"].as_array().unwrap().len() > first["files"].as_array().unwrap().len());
+
+    // Its own copies under ./.agents/ are not read back as the project overlay.
+    let skills: Vec<String> = std::fs::read_dir(project.path(".claude/skills"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(skills, ["hello-skill"], "the commands stay commands for Claude");
+
+    // A third run with nothing changed writes the same files.
+    project.ok(&["eject", "claude", "codex"]);
+    assert_eq!(project.json(".agentpack/eject/manifest.json")["files"], second["files"]);
+}
+
+#[test]
+fn remove_leaves_the_project_as_it_was() {
+    let project = Project::new();
+    project.write(
+        ".claude/settings.json",
+        "{\n  \"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"mine\"}]}]},\n  \"model\": \"opus\"\n}\n",
+    );
+    project.write(".cursor/rules/mine.mdc", "my rule\n");
+    project.ok(&["add", project.hook_plugin().to_str().unwrap(), "--no-sync"]);
+    project.ok(&["sync"]);
+    let before = project.tree_hash();
+    project.ok(&["eject"]);
+    assert_ne!(project.tree_hash(), before);
+    project.ok(&["eject"]);
+    project.ok(&["eject", "--remove"]);
+    assert_eq!(project.tree_hash(), before);
+    // A second --remove has nothing left to do.
+    project.ok(&["eject", "--remove"]);
+    assert_eq!(project.tree_hash(), before);
+}
