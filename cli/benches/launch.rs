@@ -1,0 +1,232 @@
+//! Launch overhead through the real binary (run with `cargo bench -p agentpack-cli --bench launch`,
+//! or `bench/launch.sh`).
+//!
+//! A project with 100 small path packages is synced, then `agentpack claude -- --version` starts a
+//! stand-in `claude` (a shell script on PATH and in `CLAUDE_PATH`) through the launcher's fast path.
+//! The number that matters is the wall time the launcher adds over running the stand-in directly
+//! (goal: under 10 ms), as medians of interleaved runs, plus the launcher's peak memory
+//! (`/usr/bin/time -v` when present, else `getrusage(RUSAGE_CHILDREN)` through python3).
+//! Measures only when `--bench` is in argv, so `cargo test --benches` builds it and returns at once.
+//! Prints a Markdown table; `docs/src/benchmarks-launch.md` records a run. Nothing is asserted.
+
+#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use agentpack_test_support::IsolatedHome;
+
+const PACKAGES: usize = 100;
+
+fn runs() -> usize {
+    std::env::var("AGENTPACK_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(21)
+}
+
+fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_agentpack"))
+}
+
+struct Setup {
+    home: IsolatedHome,
+    _packages: tempfile::TempDir,
+    stand_in_dir: PathBuf,
+    stand_in: PathBuf,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let home = IsolatedHome::new();
+        let packages = tempfile::tempdir().unwrap();
+        let mut manifest = String::from("name = \"bench\"\nversion = \"0.1.0\"\n\n[dependencies]\n");
+        for i in 0..PACKAGES {
+            let dir = packages.path().join(format!("pkg{i:03}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("SKILL.md"),
+                format!(
+                    "---\nname: pkg{i:03}\ndescription: bench skill {i}\n---\n\n{}",
+                    "Body line.\n".repeat(20)
+                ),
+            )
+            .unwrap();
+            manifest.push_str(&format!("pkg{i:03} = {{ path = {:?} }}\n", dir.to_str().unwrap()));
+        }
+        std::fs::write(home.project.join("agentpack.toml"), manifest).unwrap();
+        std::fs::write(home.project.join("pack.lock"), "").unwrap();
+        let stand_in_dir = home.home.join("bin");
+        std::fs::create_dir_all(&stand_in_dir).unwrap();
+        let stand_in = stand_in_dir.join("claude");
+        std::fs::write(&stand_in, "#!/bin/sh\necho 2.0.0 \"(stand-in)\"\n").unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let setup = Setup {
+            home,
+            _packages: packages,
+            stand_in_dir,
+            stand_in,
+        };
+        let output = setup.agentpack(&["sync"]).output().unwrap();
+        assert!(
+            output.status.success(),
+            "sync: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        setup
+    }
+
+    /// `agentpack <args>` with the stand-in first on PATH and in CLAUDE_PATH.
+    fn agentpack(&self, args: &[&str]) -> Command {
+        let mut command = self.home.command(&bin(), None);
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut dirs = vec![self.stand_in_dir.clone()];
+        dirs.extend(std::env::split_paths(&path));
+        command
+            .env("PATH", std::env::join_paths(dirs).unwrap())
+            .env("CLAUDE_PATH", &self.stand_in)
+            .args(args);
+        command
+    }
+
+    fn launch(&self) -> Command {
+        self.agentpack(&["--quiet", "claude", "--", "--version"])
+    }
+
+    fn direct(&self) -> Command {
+        let mut command = Command::new(&self.stand_in);
+        command.arg("--version").current_dir(&self.home.project);
+        command
+    }
+}
+
+fn time(mut command: Command) -> Duration {
+    let start = Instant::now();
+    let output = command.output().unwrap();
+    let elapsed = start.elapsed();
+    assert!(
+        output.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("stand-in"));
+    elapsed
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(duration: Duration) -> String {
+    format!("{:.2} ms", duration.as_secs_f64() * 1000.0)
+}
+
+/// Peak resident memory in KiB of one run of `command`, and how it was measured.
+fn peak_memory(command: &Command) -> Option<(u64, &'static str)> {
+    let program = command.get_program().to_owned();
+    let args: Vec<_> = command.get_args().map(ToOwned::to_owned).collect();
+    let envs: Vec<_> = command
+        .get_envs()
+        .map(|(k, v)| (k.to_owned(), v.map(ToOwned::to_owned)))
+        .collect();
+    let dir = command.get_current_dir().map(Path::to_path_buf);
+    let wrap = |wrapper: &str, prefix: &[&str]| {
+        let mut wrapped = Command::new(wrapper);
+        wrapped.args(prefix).arg(&program).args(&args);
+        if !envs.is_empty() {
+            // The launch commands start from a cleared environment.
+            wrapped.env_clear();
+            for (key, value) in &envs {
+                if let Some(value) = value {
+                    wrapped.env(key, value);
+                }
+            }
+        }
+        if let Some(dir) = &dir {
+            wrapped.current_dir(dir);
+        }
+        wrapped
+    };
+    if Path::new("/usr/bin/time").is_file() {
+        let output = wrap("/usr/bin/time", &["-v"]).output().ok()?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let kib = stderr
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Maximum resident set size (kbytes):"))?
+            .trim()
+            .parse()
+            .ok()?;
+        return Some((kib, "/usr/bin/time -v"));
+    }
+    let script = "import resource, subprocess, sys\nsubprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\nprint(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)";
+    let output = wrap("python3", &["-c", script]).output().ok()?;
+    let kib = String::from_utf8_lossy(&output.stdout).trim().parse().ok()?;
+    Some((kib, "getrusage(RUSAGE_CHILDREN)"))
+}
+
+fn main() {
+    if !std::env::args().any(|arg| arg == "--bench") {
+        return;
+    }
+    let runs = runs();
+    let setup = Setup::new();
+    // The first launch records the fast-path fingerprint; later ones take the fast path.
+    time(setup.launch());
+    time(setup.launch());
+
+    let mut launched = Vec::new();
+    let mut direct = Vec::new();
+    for _ in 0..runs {
+        launched.push(time(setup.launch()));
+        direct.push(time(setup.direct()));
+    }
+    let mut full = Vec::new();
+    for _ in 0..runs.min(5) {
+        let mut command = setup.launch();
+        command.env("AGENTPACK_FULL_VERIFY", "1");
+        full.push(time(command));
+    }
+    let (launched, direct, full) = (median(launched), median(direct), median(full));
+    let added = launched.saturating_sub(direct);
+
+    println!(
+        "## Launch ({PACKAGES} path packages, {} runs interleaved, {} CPUs)",
+        runs,
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!();
+    println!("| measurement | median | ratio to the stand-in |");
+    println!("| --- | --- | --- |");
+    let ratio = |d: Duration| d.as_secs_f64() / direct.as_secs_f64();
+    println!("| stand-in `claude --version` run directly | {} | 1.00x |", ms(direct));
+    println!(
+        "| `agentpack claude -- --version`, fast path | {} | {:.2}x |",
+        ms(launched),
+        ratio(launched)
+    );
+    println!(
+        "| wall time added by the launcher (goal: under 10 ms) | **{}** | |",
+        ms(added)
+    );
+    println!(
+        "| `AGENTPACK_FULL_VERIFY=1 agentpack claude -- --version` (full sync, median of {}) | {} | {:.2}x |",
+        runs.min(5),
+        ms(full),
+        ratio(full)
+    );
+    println!();
+    match (peak_memory(&setup.launch()), peak_memory(&setup.direct())) {
+        (Some((launch_kib, how)), Some((direct_kib, _))) => {
+            println!("Peak resident memory ({how}; the launcher waits on the stand-in, so its figure is the larger of the two processes):");
+            println!();
+            println!("| process | peak RSS |");
+            println!("| --- | --- |");
+            println!("| `agentpack claude -- --version`, fast path | {:.1} MiB |", launch_kib as f64 / 1024.0);
+            println!("| stand-in alone | {:.1} MiB |", direct_kib as f64 / 1024.0);
+        }
+        _ => println!("Peak memory: neither /usr/bin/time nor python3 is available."),
+    }
+}
