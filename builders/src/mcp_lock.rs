@@ -38,7 +38,8 @@ pub struct McpLockOptions {
     /// Record a server whose registry cannot be reached as unpinned (`--allow-unpinned-mcp`,
     /// `mcp add --allow-unpinned`) instead of failing.
     pub allow_unpinned: bool,
-    /// Leave a server whose registry cannot be reached without a record, with a warning (`add`).
+    /// Leave a server that cannot be pinned (registry unreachable or refusing) without a record, with
+    /// a warning, instead of failing (`add`: a package's server never makes adding it fail).
     pub tolerate_unreachable: bool,
     /// The npm program to lock npx trees with (`None`: npm is not on PATH; trees are not locked).
     pub npm: Option<PathBuf>,
@@ -311,7 +312,8 @@ fn record_npm(
                 record.reason = Some(format!("not pinned: {source}"));
                 return Ok(Some(record));
             }
-            if unreachable && options.tolerate_unreachable {
+            if options.tolerate_unreachable {
+                // `add`: a package's server never makes adding the package fail.
                 warnings.push(format!(
                     "MCP server `{}` was not pinned ({source}); it has no record and runs as written until `agentpack lock` can pin it",
                     server.name

@@ -41,7 +41,8 @@ impl Setup {
     fn new() -> Self {
         let home = IsolatedHome::new();
         let packages = tempfile::tempdir().unwrap();
-        let mut manifest = String::from("name = \"bench\"\nversion = \"0.1.0\"\n\n[dependencies]\n");
+        let mut manifest =
+            String::from("name = \"bench\"\nversion = \"0.1.0\"\n\n[dependencies]\n");
         for i in 0..PACKAGES {
             let dir = packages.path().join(format!("pkg{i:03}"));
             std::fs::create_dir_all(&dir).unwrap();
@@ -53,7 +54,10 @@ impl Setup {
                 ),
             )
             .unwrap();
-            manifest.push_str(&format!("pkg{i:03} = {{ path = {:?} }}\n", dir.to_str().unwrap()));
+            manifest.push_str(&format!(
+                "pkg{i:03} = {{ path = {:?} }}\n",
+                dir.to_str().unwrap()
+            ));
         }
         std::fs::write(home.project.join("agentpack.toml"), manifest).unwrap();
         std::fs::write(home.project.join("pack.lock"), "").unwrap();
@@ -163,7 +167,10 @@ fn peak_memory(command: &Command) -> Option<(u64, &'static str)> {
     }
     let script = "import resource, subprocess, sys\nsubprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\nprint(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)";
     let output = wrap("python3", &["-c", script]).output().ok()?;
-    let kib = String::from_utf8_lossy(&output.stdout).trim().parse().ok()?;
+    let kib = String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .ok()?;
     Some((kib, "getrusage(RUSAGE_CHILDREN)"))
 }
 
@@ -201,7 +208,10 @@ fn main() {
     println!("| measurement | median | ratio to the stand-in |");
     println!("| --- | --- | --- |");
     let ratio = |d: Duration| d.as_secs_f64() / direct.as_secs_f64();
-    println!("| stand-in `claude --version` run directly | {} | 1.00x |", ms(direct));
+    println!(
+        "| stand-in `claude --version` run directly | {} | 1.00x |",
+        ms(direct)
+    );
     println!(
         "| `agentpack claude -- --version`, fast path | {} | {:.2}x |",
         ms(launched),
@@ -224,7 +234,10 @@ fn main() {
             println!();
             println!("| process | peak RSS |");
             println!("| --- | --- |");
-            println!("| `agentpack claude -- --version`, fast path | {:.1} MiB |", launch_kib as f64 / 1024.0);
+            println!(
+                "| `agentpack claude -- --version`, fast path | {:.1} MiB |",
+                launch_kib as f64 / 1024.0
+            );
             println!("| stand-in alone | {:.1} MiB |", direct_kib as f64 / 1024.0);
         }
         _ => println!("Peak memory: neither /usr/bin/time nor python3 is available."),

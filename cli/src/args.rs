@@ -83,6 +83,13 @@ pub enum Command {
     /// Inspect and repair the store.
     Store(commands::store::StoreArgs),
 
+    /// Manage [mcp.servers] and their records in pack.lock.
+    Mcp(commands::mcp::McpArgs),
+
+    /// Starts a tree-locked MCP server from the store (staged configs call it, not people).
+    #[command(hide = true)]
+    McpExec(commands::mcp_exec::McpExecArgs),
+
     /// Launch Claude Code with the mode's plugin bundle.
     Claude(commands::launch::LaunchArgs),
 

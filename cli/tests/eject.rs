@@ -58,7 +58,10 @@ impl Project {
     fn ok(&self, args: &[&str]) -> String {
         let output = self.run(args);
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        assert!(output.status.success(), "agentpack {args:?} failed:\n{stderr}");
+        assert!(
+            output.status.success(),
+            "agentpack {args:?} failed:\n{stderr}"
+        );
         stderr
     }
 
@@ -88,7 +91,10 @@ impl Project {
     fn hook_plugin(&self) -> PathBuf {
         let root = self.packages.path().join("hook-plugin");
         for (relative, text) in [
-            (".claude-plugin/plugin.json", r#"{"name":"hook-plugin","version":"1.0.0"}"#),
+            (
+                ".claude-plugin/plugin.json",
+                r#"{"name":"hook-plugin","version":"1.0.0"}"#,
+            ),
             (
                 "hooks/hooks.json",
                 r#"{"hooks":{"PreToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"${CLAUDE_PLUGIN_ROOT}/check.sh"}]}]}}"#,
@@ -137,12 +143,19 @@ fn walk(root: &Path, dir: &Path, entries: &mut BTreeMap<String, Vec<u8>>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let entry = entry.unwrap();
         let path = entry.path();
-        let relative = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+        let relative = path
+            .strip_prefix(root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         let kind = entry.file_type().unwrap();
         if kind.is_symlink() {
             entries.insert(
                 format!("l {relative}"),
-                std::fs::read_link(&path).unwrap().into_os_string().into_encoded_bytes(),
+                std::fs::read_link(&path)
+                    .unwrap()
+                    .into_os_string()
+                    .into_encoded_bytes(),
             );
         } else if kind.is_dir() {
             entries.insert(format!("d {relative}"), Vec::new());
@@ -173,7 +186,10 @@ fn eject_all_registers_every_supported_agent_with_writable_copies() {
     ] {
         assert!(project.path(file).is_file(), "{file} was not written");
     }
-    assert!(!project.path("AGENTS.md").exists(), "AGENTS.md is not touched");
+    assert!(
+        !project.path("AGENTS.md").exists(),
+        "AGENTS.md is not touched"
+    );
 
     // MCP servers merged by key, their plugin paths pointing at the ejected copy.
     let eject_root = project.path(".agentpack/eject");
@@ -182,8 +198,14 @@ fn eject_all_registers_every_supported_agent_with_writable_copies() {
     assert_eq!(mcp["mcpServers"]["fs"]["command"], "npx");
     let server_script = mcp["mcpServers"]["local"]["args"][0].as_str().unwrap();
     assert!(server_script.starts_with(&format!("{eject_text}/plugin-roots/")));
-    assert!(Path::new(server_script).is_file(), "{server_script} is not in the copy");
-    assert_eq!(project.json(".cursor/mcp.json")["mcpServers"]["fs"]["command"], "npx");
+    assert!(
+        Path::new(server_script).is_file(),
+        "{server_script} is not in the copy"
+    );
+    assert_eq!(
+        project.json(".cursor/mcp.json")["mcpServers"]["fs"]["command"],
+        "npx"
+    );
 
     // Hooks dispatch from the ejected copy's specs, which run in the ejected plugin roots.
     let settings = project.json(".claude/settings.json");
@@ -191,7 +213,10 @@ fn eject_all_registers_every_supported_agent_with_writable_copies() {
         .as_str()
         .unwrap();
     let spec = command.split("--spec ").nth(1).unwrap();
-    assert!(spec.starts_with(&format!("{eject_text}/hook-specs/claude/")), "{command}");
+    assert!(
+        spec.starts_with(&format!("{eject_text}/hook-specs/claude/")),
+        "{command}"
+    );
     let spec: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(spec).unwrap()).unwrap();
     assert!(spec["handlers"][0]["plugin_root"]
@@ -222,16 +247,29 @@ fn eject_all_registers_every_supported_agent_with_writable_copies() {
             continue;
         }
         let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
-        assert!(!text.contains(store.to_str().unwrap()), "{file} names the store");
-        let merged = [".mcp.json", ".claude/settings.json", ".cursor/mcp.json", ".cursor/hooks.json"];
+        assert!(
+            !text.contains(store.to_str().unwrap()),
+            "{file} names the store"
+        );
+        let merged = [
+            ".mcp.json",
+            ".claude/settings.json",
+            ".cursor/mcp.json",
+            ".cursor/hooks.json",
+        ];
         if file != "agentpack.toml" && !merged.contains(&file.as_str()) {
-            assert!(recorded.contains(&file.as_str()), "{file} is not in the manifest");
+            assert!(
+                recorded.contains(&file.as_str()),
+                "{file} is not in the manifest"
+            );
         }
     }
     assert!(!project
         .files()
         .iter()
-        .any(|f| std::fs::symlink_metadata(project.path(f)).unwrap().is_symlink()));
+        .any(|f| std::fs::symlink_metadata(project.path(f))
+            .unwrap()
+            .is_symlink()));
 }
 
 #[test]
@@ -247,7 +285,10 @@ fn eject_named_agents_only_and_refuse_terminal_agents() {
     project.ok(&["eject", "claude", "cursor"]);
     assert!(project.path(".claude/commands/review.md").is_file());
     assert!(project.path(".cursor/commands/review.md").is_file());
-    assert!(!project.path(".agents").exists(), "codex and agy were not asked for");
+    assert!(
+        !project.path(".agents").exists(),
+        "codex and agy were not asked for"
+    );
     let manifest = project.json(".agentpack/eject/manifest.json");
     assert_eq!(manifest["agents"], serde_json::json!(["claude", "cursor"]));
     assert!(!project.path(".agentpack/eject/codex-home").exists());
@@ -263,10 +304,16 @@ fn a_user_file_or_setting_in_the_way_is_refused_before_anything_is_written() {
     assert_eq!(project.tree_hash(), before, "nothing was written");
 
     std::fs::remove_file(project.path(".claude/commands/review.md")).unwrap();
-    project.write(".cursor/mcp.json", r#"{"mcpServers":{"fs":{"command":"mine"}}}"#);
+    project.write(
+        ".cursor/mcp.json",
+        r#"{"mcpServers":{"fs":{"command":"mine"}}}"#,
+    );
     let before = project.tree_hash();
     let stderr = project.fails(&["eject"]);
-    assert!(stderr.contains(".cursor/mcp.json#/mcpServers/fs"), "{stderr}");
+    assert!(
+        stderr.contains(".cursor/mcp.json#/mcpServers/fs"),
+        "{stderr}"
+    );
     assert_eq!(project.tree_hash(), before, "nothing was written");
 }
 
@@ -286,7 +333,10 @@ fn a_users_mcp_server_is_kept_and_the_file_restored_exactly() {
 #[test]
 fn a_user_edit_after_eject_is_kept_by_remove() {
     let project = Project::new();
-    project.write(".mcp.json", r#"{"mcpServers":{"mine":{"command":"my-server"}}}"#);
+    project.write(
+        ".mcp.json",
+        r#"{"mcpServers":{"mine":{"command":"my-server"}}}"#,
+    );
     project.ok(&["eject", "claude"]);
     let mut mcp = project.json(".mcp.json");
     mcp["mcpServers"]["later"] = serde_json::json!({"command": "added-after"});
@@ -294,7 +344,11 @@ fn a_user_edit_after_eject_is_kept_by_remove() {
     project.ok(&["eject", "--remove"]);
     let mcp = project.json(".mcp.json");
     assert_eq!(
-        mcp["mcpServers"].as_object().unwrap().keys().collect::<Vec<_>>(),
+        mcp["mcpServers"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
         ["mine", "later"]
     );
 }
@@ -320,11 +374,18 @@ fn eject_again_after_adding_a_package_updates_what_it_wrote() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(skills, ["hello-skill"], "the commands stay commands for Claude");
+    assert_eq!(
+        skills,
+        ["hello-skill"],
+        "the commands stay commands for Claude"
+    );
 
     // A third run with nothing changed writes the same files.
     project.ok(&["eject", "claude", "codex"]);
-    assert_eq!(project.json(".agentpack/eject/manifest.json")["files"], second["files"]);
+    assert_eq!(
+        project.json(".agentpack/eject/manifest.json")["files"],
+        second["files"]
+    );
 }
 
 #[test]

@@ -242,3 +242,50 @@ fn mcp_add_and_remove_sync_unless_told_not_to() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("agentpack mcp list"));
 }
+
+#[test]
+fn lock_pins_manifest_servers_and_fails_or_records_unpinned_when_the_registry_is_down() {
+    let world = World::new();
+    let registry = world.registry.url();
+    let manifest = format!(
+        "name = \"demo\"\nversion = \"0.0.1\"\n\n[dependencies]\n\n[mcp.servers.demo]\ncommand = \"npx\"\nargs = [\"-y\", \"@demo/mcp@latest\"]\nenv = {{ npm_config_registry = \"{registry}\" }}\n"
+    );
+    std::fs::write(world.home.project.join("agentpack.toml"), &manifest).unwrap();
+    world.ok(&["lock"]);
+    let (_, lock) = world.files();
+    assert!(
+        lock.contains("name = \"demo\"") && lock.contains("status = \"pinned\""),
+        "{lock}"
+    );
+    assert!(lock.contains("version = \"1.1.0\""), "{lock}");
+    assert!(
+        lock.contains("[[mcp_servers.tree]]") && lock.starts_with("lockfile_version = 4"),
+        "{lock}"
+    );
+    assert!(
+        !lock.contains(&registry.replace("http://", "npm_config_registry = \"http://")),
+        "env values never reach the lock"
+    );
+
+    // The same server against a registry nothing listens on: lock fails and writes nothing ...
+    let down = manifest
+        .replace(&registry, &unreachable_registry_url())
+        .replace("[mcp.servers.demo]", "[mcp.servers.other]");
+    std::fs::write(world.home.project.join("agentpack.toml"), &down).unwrap();
+    let before = world.files();
+    let output = world.run(&["lock"]);
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("other"),
+        "the error names the server"
+    );
+    assert_eq!(world.files(), before, "nothing written");
+    // ... unless told to record it unpinned.
+    world.ok(&["lock", "--allow-unpinned-mcp"]);
+    let (_, lock) = world.files();
+    assert!(
+        lock.contains("name = \"other\"") && lock.contains("status = \"unpinned\""),
+        "{lock}"
+    );
+    assert!(lock.contains("allow_unpinned = true"), "{lock}");
+}

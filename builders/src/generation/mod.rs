@@ -66,6 +66,9 @@ pub struct GenerationInputs {
     pub yolo: bool,
     pub agentpack_exe: PathBuf,
     pub plugin_data_root: PathBuf,
+    /// Store paths the generation uses besides its packages (MCP exec specs and their npm trees):
+    /// referenced, so GC keeps them while the generation lives.
+    pub extra_references: Vec<StorePath>,
 }
 
 /// What [`build_generation`] did.
@@ -270,6 +273,16 @@ fn stage_inputs(store: &Store, inputs: &GenerationInputs, name: &StorePathName) 
             plugin_data_root: inputs.plugin_data_root.clone(),
         },
     }
+}
+
+/// The MCP servers of `inputs` (plugins, manifest, `./.agents/mcp.json`, filtered by the mode) as
+/// their sources define them, before any lock pin is applied; plus warnings about unreadable ones.
+pub fn merged_mcp_servers(
+    store: &Store,
+    inputs: &GenerationInputs,
+) -> Result<(Vec<agentpack_harness::MergedServer>, Vec<String>), GenerationError> {
+    let stage = stage_inputs(store, inputs, &inputs.store_path_name());
+    Ok(agentpack_harness::collect_mcp_servers(&stage)?)
 }
 
 /// The secret-bearing values `agent` needs from the generation of `inputs`, which never enter the

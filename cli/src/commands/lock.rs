@@ -12,6 +12,7 @@ use agentpack_lockfile::{parse_spec, Lockfile, Manifest, ManifestDocument, Packa
 use anyhow::{bail, Result};
 use clap::Args;
 
+use crate::commands::mcp;
 use crate::commands::sync::{self, SyncOptions};
 use crate::context::Context;
 use crate::output;
@@ -20,9 +21,12 @@ use crate::session;
 
 #[derive(Debug, Args)]
 pub struct LockArgs {
-    /// Re-resolve floating pins (branches, floating semver constraints).
+    /// Re-resolve floating pins (branches, floating semver constraints, npm dist-tags).
     #[arg(long)]
     pub update: bool,
+    /// Record an MCP server whose registry cannot be reached as unpinned instead of failing.
+    #[arg(long)]
+    pub allow_unpinned_mcp: bool,
 }
 
 #[derive(Debug, Args)]
@@ -43,7 +47,18 @@ pub fn run_lock(ctx: &Context, args: &LockArgs) -> Result<ExitCode> {
     } else {
         UpdatePolicy::KeepPins
     };
-    let outcome = relock(ctx, &project, &manifest, old.as_ref(), &policy)?;
+    let mut outcome = relock(ctx, &project, &manifest, old.as_ref(), &policy)?;
+    let old = old.unwrap_or_else(|| Lockfile::new(manifest.name.clone(), manifest.version.clone()));
+    let options = mcp::lock_options(args.update, args.allow_unpinned_mcp, false);
+    sync::record_mcp_servers(
+        ctx,
+        &project,
+        &manifest,
+        &mut outcome.lock,
+        &outcome.slots,
+        &old,
+        &options,
+    )?;
     save(ctx, &project, &outcome.lock)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -66,7 +81,17 @@ pub fn run_update(ctx: &Context, args: &UpdateArgs) -> Result<ExitCode> {
         UpdatePolicy::UpdateModules(modules)
     };
     let snapshot = project.snapshot()?;
-    let outcome = relock(ctx, &project, &manifest, Some(&old), &policy)?;
+    let mut outcome = relock(ctx, &project, &manifest, Some(&old), &policy)?;
+    let options = mcp::lock_options(args.specs.is_empty(), false, false);
+    sync::record_mcp_servers(
+        ctx,
+        &project,
+        &manifest,
+        &mut outcome.lock,
+        &outcome.slots,
+        &old,
+        &options,
+    )?;
     save(ctx, &project, &outcome.lock)?;
     if !args.no_sync {
         if let Err(err) = sync::run_sync(ctx, &project, &SyncOptions::default()) {
@@ -141,7 +166,20 @@ pub fn apply_manifest_edit(
     let old = project.load_lock(&manifest)?;
     let snapshot = project.snapshot()?;
     let result = (|| -> Result<()> {
-        let mut lock = relock(ctx, project, &manifest, Some(&old), &UpdatePolicy::KeepPins)?.lock;
+        let outcome = relock(ctx, project, &manifest, Some(&old), &UpdatePolicy::KeepPins)?;
+        let mut lock = outcome.lock;
+        // New servers (e.g. of an added package) are pinned when the registry answers; an
+        // unreachable registry leaves them unrecorded, with a warning, rather than failing the edit.
+        let options = mcp::lock_options(false, false, true);
+        sync::record_mcp_servers(
+            ctx,
+            project,
+            &manifest,
+            &mut lock,
+            &outcome.slots,
+            &old,
+            &options,
+        )?;
         adjust(&mut lock)?;
         agentpack_lockfile::write_if_changed(
             &project.manifest_path,

@@ -8,6 +8,8 @@ pub mod hook_exec;
 mod init;
 pub mod launch;
 pub mod lock;
+pub mod mcp;
+pub mod mcp_exec;
 pub mod mode;
 pub mod store;
 pub mod sync;
@@ -34,6 +36,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Rollback(args) => mode::run_rollback(&ctx, &args),
         Command::Gc(args) => store::run_gc(&ctx, &args),
         Command::Store(args) => store::run_store(&ctx, &args),
+        Command::Mcp(args) => mcp::run(&ctx, &args),
+        Command::McpExec(args) => mcp_exec::run(&ctx, &args),
         Command::Claude(args) => launch::run(&ctx, Agent::Claude, &args),
         Command::Agent(args) => launch::run(&ctx, Agent::Cursor, &args),
         Command::Opencode(args) => launch::run(&ctx, Agent::OpenCode, &args),

@@ -21,8 +21,10 @@ use std::sync::Arc;
 use agentpack_builders::fetch::{fetch_lock, FetchOptions};
 use agentpack_builders::generation::pointer::ModePointer;
 use agentpack_builders::generation::{
-    build_generation, render_secrets, staged, GenerationInputs, LockedPackageInput,
+    build_generation, merged_mcp_servers, render_secrets, staged, GenerationInputs,
+    LockedPackageInput,
 };
+use agentpack_builders::mcp_lock::{self, McpLockOptions};
 use agentpack_builders::resolve::{resolve, ResolveEnv, UpdatePolicy};
 use agentpack_builders::session::GitHubSession;
 use agentpack_harness::{Agent, McpServer as HarnessMcpServer, ModeFilter, SecretLayer};
@@ -342,7 +344,44 @@ fn generation_inputs(
         yolo: ctx.yolo,
         agentpack_exe,
         plugin_data_root: project.state_dir().join("plugin-data"),
+        extra_references: Vec::new(),
     })
+}
+
+/// The mode filter that selects everything: what `lock` records MCP servers for.
+fn all_mode() -> ResolvedMode {
+    ResolvedMode {
+        name: DEFAULT_MODE.to_owned(),
+        dir: DEFAULT_MODE.to_owned(),
+        filter: ModeFilter::all(),
+        selectors: Vec::new(),
+    }
+}
+
+/// Records every MCP server of the project (all modes) in `lock`, keeping records whose definition did
+/// not change and pinning new or changed npm servers against their registry (see `mcp_lock`).
+pub fn record_mcp_servers(
+    ctx: &Context,
+    project: &Project,
+    manifest: &Manifest,
+    lock: &mut Lockfile,
+    slots: &BTreeMap<String, PathBuf>,
+    old: &Lockfile,
+    options: &McpLockOptions,
+) -> Result<()> {
+    let store = session::open_store(&project.home)?;
+    let verified = Verified {
+        manifest,
+        lock,
+        slots,
+    };
+    let inputs = generation_inputs(ctx, project, &verified, &store, &all_mode())?;
+    let (servers, warnings) = merged_mcp_servers(&store, &inputs)?;
+    print_warnings(&warnings);
+    let outcome = mcp_lock::record(&servers, old, options)?;
+    print_warnings(&outcome.warnings);
+    lock.mcp_servers = outcome.records;
+    Ok(())
 }
 
 /// The manifest's `[mcp.servers]` in the renderer's terms.
@@ -385,7 +424,15 @@ fn stage(
     mode: &ResolvedMode,
     agent: Option<Agent>,
 ) -> Result<Staged> {
-    let inputs = generation_inputs(ctx, project, verified, store, mode)?;
+    let mut inputs = generation_inputs(ctx, project, verified, store, mode)?;
+    // MCP servers run what the lock pins: an exact npm version, or `mcp-exec` over a locked tree.
+    let (servers, warnings) = merged_mcp_servers(store, &inputs)?;
+    print_warnings(&warnings);
+    let prepared =
+        mcp_lock::prepare_launches(store, verified.lock, &servers, &inputs.agentpack_exe)?;
+    print_warnings(&prepared.warnings);
+    inputs.mcp_launch = prepared.launches;
+    inputs.extra_references = prepared.references;
     let mut built = build_generation(store, &inputs)?;
     if let Some(agent) = agent.filter(|agent| !built.secrets.contains_key(agent)) {
         let secrets = render_secrets(store, &inputs, agent)?;

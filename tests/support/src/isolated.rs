@@ -60,6 +60,8 @@ impl IsolatedHome {
             .env("AGENTPACK_HOME", &self.agentpack_home)
             .env("AGENTPACK_STAGING_ROOT", &self.staging_root)
             .env("GIT_CONFIG_NOSYSTEM", "1")
+            // Never the public npm registry from a test: tests that need one serve it and override this.
+            .env("npm_config_registry", "http://127.0.0.1:9/")
             .env("NO_COLOR", "1");
         match github {
             Some(github) => {
