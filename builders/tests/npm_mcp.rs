@@ -445,8 +445,16 @@ fn staged_configs_carry_the_exact_version_or_mcp_exec() {
         yolo: false,
         agentpack_exe: exe.to_path_buf(),
         plugin_data_root: f.dir.path().join("plugin-data"),
+        extra_references: prepared.references.clone(),
     };
     let generation = build_generation(&store, &inputs).unwrap();
+    // The generation keeps the exec spec (and through it the npm tree) alive for GC.
+    let meta = store.meta(&generation.path).unwrap();
+    assert!(
+        meta.references.iter().any(|r| r == prepared.references[0].name().as_str()),
+        "{:?}",
+        meta.references
+    );
     let mut staged = String::new();
     for entry in walkdir::WalkDir::new(generation.path.path()) {
         let entry = entry.unwrap();

@@ -226,6 +226,7 @@ pub fn build_generation(
         .packages
         .iter()
         .map(|p| p.store_path.clone())
+        .chain(inputs.extra_references.iter().cloned())
         .collect();
     let plan: Vec<PlannedFile> = files.into_values().collect();
     let path = store.publish_files(&name, &plan, &references)?;
