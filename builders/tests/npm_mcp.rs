@@ -451,7 +451,9 @@ fn staged_configs_carry_the_exact_version_or_mcp_exec() {
     // The generation keeps the exec spec (and through it the npm tree) alive for GC.
     let meta = store.meta(&generation.path).unwrap();
     assert!(
-        meta.references.iter().any(|r| r == prepared.references[0].name().as_str()),
+        meta.references
+            .iter()
+            .any(|r| r == prepared.references[0].name().as_str()),
         "{:?}",
         meta.references
     );

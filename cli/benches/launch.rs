@@ -59,8 +59,13 @@ impl Setup {
                 dir.to_str().unwrap()
             ));
         }
+        let init = home
+            .command(&bin(), None)
+            .args(["init", "--name", "bench"])
+            .output()
+            .unwrap();
+        assert!(init.status.success());
         std::fs::write(home.project.join("agentpack.toml"), manifest).unwrap();
-        std::fs::write(home.project.join("pack.lock"), "").unwrap();
         let stand_in_dir = home.home.join("bin");
         std::fs::create_dir_all(&stand_in_dir).unwrap();
         let stand_in = stand_in_dir.join("claude");
