@@ -15,7 +15,6 @@ use serde_json::json;
 
 use crate::artifact::ArtifactKind;
 use crate::convert;
-use crate::hooks::{self, HookContext};
 use crate::layout::{self, Unit};
 use crate::plan::{Agent, RenderPlan};
 use crate::{attribution, lsp, mcp, Context};
@@ -55,19 +54,12 @@ pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
         },
     );
 
-    let exe = ctx.exe();
-    let generation_root = ctx.generation_root();
-    let hook_context = HookContext {
-        agentpack_exe: &exe,
-        generation_root: &generation_root,
-    };
-    let rendered = hooks::render(
-        Agent::Antigravity,
+    layout::stage_hooks(
+        ctx,
+        &mut plan,
         &ctx.package_hooks(),
         &format!("{BUNDLE}/hooks.json"),
-        &hook_context,
     );
-    layout::add_hooks(&mut plan, rendered);
 
     let paths = ctx.plugin_path_refs();
     let servers = mcp::render_json_servers(

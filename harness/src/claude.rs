@@ -19,7 +19,6 @@ use crate::tree::Node;
 
 use crate::artifact::ArtifactKind;
 use crate::convert;
-use crate::hooks::{self, HookContext};
 use crate::layout::{self, Unit};
 use crate::plan::{Agent, RenderPlan};
 use crate::{attribution, mcp, Context};
@@ -105,19 +104,12 @@ pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
     let mut hook_packages = ctx.package_hooks();
     hook_packages.extend(ctx.overlay_hooks());
     hook_packages.extend(guidance(ctx, &mut plan));
-    let exe = ctx.exe();
-    let generation_root = ctx.generation_root();
-    let hook_context = HookContext {
-        agentpack_exe: &exe,
-        generation_root: &generation_root,
-    };
-    let rendered = hooks::render(
-        Agent::Claude,
+    layout::stage_hooks(
+        ctx,
+        &mut plan,
         &hook_packages,
         &format!("{BUNDLE}/hooks/hooks.json"),
-        &hook_context,
     );
-    layout::add_hooks(&mut plan, rendered);
 
     let paths = ctx.plugin_path_refs();
     let servers = mcp::render_json_servers(

@@ -15,7 +15,6 @@
 
 use crate::artifact::ArtifactKind;
 use crate::convert;
-use crate::hooks::{self, HookContext};
 use crate::layout::{self, Unit};
 use crate::plan::{Agent, PlanEntry, RenderPlan};
 use crate::tree::Node;
@@ -63,19 +62,12 @@ pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
 
     let mut hook_packages = ctx.package_hooks();
     hook_packages.extend(ctx.overlay_hooks());
-    let exe = ctx.exe();
-    let generation_root = ctx.generation_root();
-    let hook_context = HookContext {
-        agentpack_exe: &exe,
-        generation_root: &generation_root,
-    };
-    let rendered = hooks::render(
-        Agent::Codex,
+    layout::stage_hooks(
+        ctx,
+        &mut plan,
         &hook_packages,
         &format!("{ROOT}/hooks.json"),
-        &hook_context,
     );
-    layout::add_hooks(&mut plan, rendered);
 
     let mut config = toml::Table::new();
     config.insert("cli_auth_credentials_store".into(), "file".into());

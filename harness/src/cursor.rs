@@ -18,7 +18,6 @@ use serde_json::json;
 
 use crate::artifact::ArtifactKind;
 use crate::convert;
-use crate::hooks::{self, HookContext};
 use crate::layout::{self, Unit};
 use crate::plan::{Agent, RenderPlan};
 use crate::{attribution, lsp, mcp, Context};
@@ -72,19 +71,12 @@ pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
         },
     );
 
-    let exe = ctx.exe();
-    let generation_root = ctx.generation_root();
-    let hook_context = HookContext {
-        agentpack_exe: &exe,
-        generation_root: &generation_root,
-    };
-    let rendered = hooks::render(
-        Agent::Cursor,
+    layout::stage_hooks(
+        ctx,
+        &mut plan,
         &ctx.package_hooks(),
         &format!("{BUNDLE}/hooks/hooks.json"),
-        &hook_context,
     );
-    layout::add_hooks(&mut plan, rendered);
 
     let paths = ctx.plugin_path_refs();
     let servers = mcp::render_json_servers(

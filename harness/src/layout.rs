@@ -144,6 +144,24 @@ pub(crate) fn overlay_subtree(
     }
 }
 
+/// Renders `packages`' hooks for the plan's agent into `file` (calling agentpack by its absolute path,
+/// specs under the generation) and adds the files and messages to the plan.
+pub(crate) fn stage_hooks(
+    ctx: &Context<'_>,
+    plan: &mut RenderPlan,
+    packages: &[crate::hooks::PackageHooks],
+    file: &str,
+) {
+    let exe = ctx.exe();
+    let generation_root = ctx.generation_root();
+    let hook_context = crate::hooks::HookContext {
+        agentpack_exe: &exe,
+        generation_root: &generation_root,
+    };
+    let rendered = crate::hooks::render(plan.agent, packages, file, &hook_context);
+    add_hooks(plan, rendered);
+}
+
 /// Adds a hook render's files and messages to a plan.
 pub(crate) fn add_hooks(plan: &mut RenderPlan, rendered: crate::hooks::HookRender) {
     for (path, bytes) in rendered.files {

@@ -16,7 +16,6 @@ use serde_json::{json, Map, Value};
 
 use crate::artifact::ArtifactKind;
 use crate::convert;
-use crate::hooks::{self, HookContext};
 use crate::layout::{self, Unit};
 use crate::plan::{Agent, RenderPlan};
 use crate::{attribution, lsp, mcp, Context};
@@ -45,19 +44,12 @@ pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
         },
     );
 
-    let exe = ctx.exe();
-    let generation_root = ctx.generation_root();
-    let hook_context = HookContext {
-        agentpack_exe: &exe,
-        generation_root: &generation_root,
-    };
-    let rendered = hooks::render(
-        Agent::OpenCode,
+    layout::stage_hooks(
+        ctx,
+        &mut plan,
         &ctx.package_hooks(),
         &format!("{ROOT}/plugins/agentpack-hooks.js"),
-        &hook_context,
     );
-    layout::add_hooks(&mut plan, rendered);
 
     let mut config = Map::new();
     config.insert("$schema".into(), json!("https://opencode.ai/config.json"));
@@ -65,7 +57,7 @@ pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
         let instruction = format!("{ROOT}/agentpack-no-attribution.md");
         config.insert(
             "instructions".into(),
-            json!([format!("{generation_root}/{instruction}")]),
+            json!([format!("{}/{instruction}", ctx.generation_root())]),
         );
         plan.bytes(instruction, attribution::opencode_instruction());
     }
