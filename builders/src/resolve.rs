@@ -321,14 +321,12 @@ pub fn resolve(
         if let Some(progress) = env.progress {
             progress(&module);
         }
-        let node = if ModuleId::parse(&module)
-            .ok()
-            .is_some_and(|id| id.is_local_name())
-        {
+        let mirror = local_mirror_spec(&module, env.agentpack_home);
+        let node = if let Some(spec) = mirror {
             if nodes.contains_key(&module) {
                 continue;
             }
-            run.local_mirror_package(&module)?
+            run.local_mirror_package(&module, &spec)?
         } else {
             let commit = run.choose_commit(&module, &reqs)?;
             if nodes.get(&module).is_some_and(|n| n.entry.commit == commit) {
@@ -388,6 +386,18 @@ pub fn resolve(
         warnings: run.warnings,
         slots,
     })
+}
+
+/// The `$AGENTPACK_HOME/local/` spec a module resolves from, if any: a single-segment name always
+/// does (`local/<name>`); a GitHub module does when the offline mirror `local/<owner>/<repo>[/<path>]`
+/// exists, which then wins over the network (it is a copy, re-hashed on every lock and sync).
+fn local_mirror_spec(module: &str, agentpack_home: &Path) -> Option<String> {
+    let id = ModuleId::parse(module).ok()?;
+    if id.is_local_name() {
+        return Some(module.to_owned());
+    }
+    let spec = module.strip_prefix("github.com/")?;
+    local_package::has_local_mirror(agentpack_home, spec).then(|| spec.to_owned())
 }
 
 fn add_nested(
@@ -811,8 +821,8 @@ impl Run<'_, '_> {
         self.local_node(module, format!("path:{dir}"), copy, &tree)
     }
 
-    fn local_mirror_package(&mut self, module: &str) -> Result<Node, ResolutionError> {
-        let dir = local_package::local_mirror_dir(self.env.agentpack_home, module);
+    fn local_mirror_package(&mut self, module: &str, spec: &str) -> Result<Node, ResolutionError> {
+        let dir = local_package::local_mirror_dir(self.env.agentpack_home, spec);
         if !dir.is_dir() {
             return Err(ResolutionError::UnknownLocal {
                 module: module.to_owned(),
@@ -820,13 +830,9 @@ impl Run<'_, '_> {
             });
         }
         let tree = self.next_dir("local");
-        let copy = local_package::copy_local_mirror_package(
-            module,
-            self.env.agentpack_home,
-            module,
-            &tree,
-        )?;
-        self.local_node(module, format!("local:{module}"), copy, &tree)
+        let copy =
+            local_package::copy_local_mirror_package(module, self.env.agentpack_home, spec, &tree)?;
+        self.local_node(module, format!("local:{spec}"), copy, &tree)
     }
 
     /// The remote `[dependencies]` of a package's own `agentpack.toml`.

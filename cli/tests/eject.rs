@@ -292,6 +292,15 @@ fn eject_named_agents_only_and_refuse_terminal_agents() {
     let manifest = project.json(".agentpack/eject/manifest.json");
     assert_eq!(manifest["agents"], serde_json::json!(["claude", "cursor"]));
     assert!(!project.path(".agentpack/eject/codex-home").exists());
+
+    let stderr = project.fails(&["eject", "vim"]);
+    assert!(stderr.contains("unknown agent `vim`"), "{stderr}");
+
+    // The agents named replace the previous set: Claude's files go, Cursor's stay.
+    project.ok(&["eject", "cursor"]);
+    assert!(!project.path(".claude").exists());
+    assert!(!project.path(".mcp.json").exists());
+    assert!(project.path(".cursor/commands/review.md").is_file());
 }
 
 #[test]
