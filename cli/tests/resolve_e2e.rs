@@ -461,7 +461,10 @@ fn the_local_mirror_serves_owner_repo_specs_and_names_offline() {
     let mut world = World::new();
     world.github = None; // nothing to reach: everything comes from $AGENTPACK_HOME/local/
     let mirror = world.home.agentpack_home.join("local");
-    for (dir, name) in [("acme/mirrored/skills/one", "one"), ("team-rules", "team-rules")] {
+    for (dir, name) in [
+        ("acme/mirrored/skills/one", "one"),
+        ("team-rules", "team-rules"),
+    ] {
         std::fs::create_dir_all(mirror.join(dir)).unwrap();
         std::fs::write(
             mirror.join(dir).join("SKILL.md"),
@@ -473,7 +476,10 @@ fn the_local_mirror_serves_owner_repo_specs_and_names_offline() {
     world.ok(&["add", "acme/mirrored/skills/one"]);
     world.ok(&["add", "team-rules"]);
     let lock = world.lock();
-    assert_eq!(lock_field(&lock, "github.com/acme/mirrored/skills/one", "url"), "local:acme/mirrored/skills/one");
+    assert_eq!(
+        lock_field(&lock, "github.com/acme/mirrored/skills/one", "url"),
+        "local:acme/mirrored/skills/one"
+    );
     assert_eq!(lock_field(&lock, "team-rules", "url"), "local:team-rules");
     let bundle = world.staged().join("plugins/agentpack-bundle/skills");
     assert!(bundle.join("one/SKILL.md").is_file() && bundle.join("team-rules/SKILL.md").is_file());
