@@ -607,9 +607,25 @@ fn a_running_agent_keeps_its_generation_while_a_later_launch_switches_the_pointe
     // The running agent's generation is untouched and still holds what it was launched with.
     assert!(old_bundle.join("skills/demo-skill/SKILL.md").is_file());
     assert!(!old_bundle.join("skills/local").exists());
+    // A GC that keeps no history still keeps what the running agent holds a lease on.
+    t.ok(&["gc", "--keep-generations", "0"], &[]);
+    assert!(
+        old_bundle.join("skills/demo-skill/SKILL.md").is_file(),
+        "gc kept the leased generation"
+    );
     std::fs::write(&release, "").unwrap();
     assert!(first.wait().unwrap().success());
     assert_eq!(t.leases_now(), 0);
+    // Once the agent is gone, nothing roots the old generation: it can be collected.
+    t.ok(&["gc", "--keep-generations", "0"], &[]);
+    assert!(
+        !old_bundle.exists(),
+        "the released generation was collected"
+    );
+    assert!(
+        t.generation().join("plugins/agentpack-bundle").is_dir(),
+        "the selected one stays"
+    );
 }
 
 #[test]
