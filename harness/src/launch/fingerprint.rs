@@ -65,10 +65,20 @@ fn metadata_line(meta: &fs::Metadata) -> String {
     )
 }
 
+/// `root`, or where it points when it is a symbolic link (a cache slot): one `readlink`, not a full
+/// canonicalization, because the fast path runs it for every package on every launch.
+fn resolve_root(root: &Path) -> Option<PathBuf> {
+    match fs::read_link(root) {
+        Ok(target) if target.is_absolute() => Some(target),
+        Ok(target) => Some(root.parent().unwrap_or(Path::new("/")).join(target)),
+        Err(_) => root.symlink_metadata().ok().map(|_| root.to_path_buf()),
+    }
+}
+
 /// Hashes the metadata of every entry under `root` (the root itself followed when it is a link,
 /// nothing below followed).
 fn tree_metadata(hasher: &mut Sha256, root: &Path) {
-    let Ok(resolved) = fs::canonicalize(root) else {
+    let Some(resolved) = resolve_root(root) else {
         field(hasher, b"missing");
         return;
     };
