@@ -3,7 +3,9 @@
 //! A layer belongs to one generation (its directory is named by the generation's id). After a
 //! launch prepared its own layer, the layers of the same project and mode whose generation is
 //! neither the one launched nor held by a live lease are removed. Removal never follows a link
-//! (credentials and history are links to the user's real files, which stay).
+//! (credentials and history are links to the user's real files, which stay). A Codex home whose
+//! daemon still answers on its control socket is kept too: a retired generation goes only when no
+//! wrapped process (a lease) and no daemon uses it.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -48,6 +50,15 @@ pub fn layer_dirs(
     out
 }
 
+/// Where a Codex daemon of the home at `dir` listens.
+const CODEX_CONTROL_SOCKET: &str = "app-server-control/app-server-control.sock";
+
+/// Whether a daemon still serves the home at `dir` (its control socket accepts a connection).
+pub fn daemon_alive(dir: &Path) -> bool {
+    let socket = dir.join(CODEX_CONTROL_SOCKET);
+    socket.exists() && std::os::unix::net::UnixStream::connect(&socket).is_ok()
+}
+
 /// Removes the layers whose generation id is not in `keep`; returns what it removed.
 pub fn prune_layers(
     state_dir: &Path,
@@ -62,7 +73,7 @@ pub fn prune_layers(
             continue;
         }
         let is_dir = std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir());
-        if !is_dir {
+        if !is_dir || daemon_alive(&dir) {
             continue;
         }
         std::fs::remove_dir_all(&dir).map_err(|e| io_error("remove", &dir, e))?;
@@ -97,11 +108,11 @@ pub fn prune_orphan_codex_homes(
             for generation in list_names(&mode_dir) {
                 let text = generation.to_string_lossy();
                 let id = text.strip_prefix("g-").unwrap_or(&text);
-                if live.contains(id) {
+                let dir = mode_dir.join(&generation);
+                if live.contains(id) || daemon_alive(&dir) {
                     kept = true;
                     continue;
                 }
-                let dir = mode_dir.join(&generation);
                 std::fs::remove_dir_all(&dir).map_err(|e| io_error("remove", &dir, e))?;
                 removed.push(dir);
             }
@@ -113,4 +124,29 @@ pub fn prune_orphan_codex_homes(
         }
     }
     Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_home_whose_daemon_answers_is_kept_until_the_daemon_is_gone() {
+        let state = tempfile::tempdir().unwrap();
+        let layer = state.path().join("homes/default/gen-old");
+        std::fs::create_dir_all(layer.join("app-server-control")).unwrap();
+        let listener =
+            std::os::unix::net::UnixListener::bind(layer.join(CODEX_CONTROL_SOCKET)).unwrap();
+        let keep = BTreeSet::new();
+        let removed = prune_layers(state.path(), "default", "hash", None, &keep).unwrap();
+        assert!(
+            removed.is_empty(),
+            "a live daemon keeps its home: {removed:?}"
+        );
+        assert!(layer.is_dir());
+        drop(listener);
+        let removed = prune_layers(state.path(), "default", "hash", None, &keep).unwrap();
+        assert_eq!(removed, vec![layer.clone()]);
+        assert!(!layer.exists());
+    }
 }
