@@ -10,17 +10,31 @@
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::Duration;
 
 use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::unistd::Pid;
 
 use super::LaunchCommand;
 
+/// A forwardable signal that arrived before the child's pid was known.
 static PENDING: AtomicI32 = AtomicI32::new(0);
+/// The running child's pid (0: none yet).
+static CHILD: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn remember(signal: i32) {
-    PENDING.store(signal, Ordering::SeqCst);
+/// Forwards SIGTERM and SIGHUP to the child (or remembers them until it exists); ignores the rest.
+/// Only atomics and `kill(2)`, which are async-signal-safe.
+extern "C" fn forward(signal: i32) {
+    if signal != Signal::SIGTERM as i32 && signal != Signal::SIGHUP as i32 {
+        return;
+    }
+    match CHILD.load(Ordering::SeqCst) {
+        0 => PENDING.store(signal, Ordering::SeqCst),
+        pid => {
+            if let Ok(sig) = Signal::try_from(signal) {
+                let _ = signal::kill(Pid::from_raw(pid), sig);
+            }
+        }
+    }
 }
 
 const CAUGHT: [Signal; 4] = [
@@ -35,15 +49,15 @@ struct Handlers(Vec<(Signal, SigAction)>);
 impl Handlers {
     fn install() -> Self {
         let action = SigAction::new(
-            SigHandler::Handler(remember),
+            SigHandler::Handler(forward),
             SaFlags::SA_RESTART,
             SigSet::empty(),
         );
         let mut previous = Vec::new();
         for sig in CAUGHT {
             #[expect(unsafe_code)]
-            // SAFETY: the handler only stores into an atomic, which is async-signal-safe; handlers
-            // are reset to the default in the child by exec.
+            // SAFETY: the handler only touches atomics and calls kill(2), which are
+            // async-signal-safe; handlers are reset to the default in the child by exec.
             let old = unsafe { signal::sigaction(sig, &action) };
             if let Ok(old) = old {
                 previous.push((sig, old));
@@ -77,19 +91,17 @@ pub fn run_child(
         .current_dir(cwd)
         .spawn()?;
     on_spawn(child.id());
-    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        let pending = PENDING.swap(0, Ordering::SeqCst);
-        if pending == Signal::SIGTERM as i32 || pending == Signal::SIGHUP as i32 {
-            if let Ok(sig) = Signal::try_from(pending) {
-                let _ = signal::kill(pid, sig);
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
+    CHILD.store(pid, Ordering::SeqCst);
+    // A signal that came between the spawn and now is delivered late rather than lost.
+    let pending = PENDING.swap(0, Ordering::SeqCst);
+    if let Ok(sig) = Signal::try_from(pending) {
+        let _ = signal::kill(Pid::from_raw(pid), sig);
+    }
+    // Blocking wait: the handler forwards signals meanwhile, so the launcher adds no polling delay.
+    let status = child.wait();
+    CHILD.store(0, Ordering::SeqCst);
+    let status = status?;
     drop(handlers);
     use std::os::unix::process::ExitStatusExt;
     Ok(status
