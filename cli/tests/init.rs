@@ -154,3 +154,15 @@ fn an_unknown_command_is_a_usage_error() {
         .code(2)
         .stdout("");
 }
+
+#[test]
+fn init_refuses_a_version_that_is_not_semver_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    agentpack(tmp.path(), &tmp.path().join("home"))
+        .args(["init", "--version", "one"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("is not a SemVer version"));
+    assert!(!tmp.path().join("agentpack.toml").exists());
+    assert!(!tmp.path().join("pack.lock").exists());
+}

@@ -41,14 +41,11 @@ pub fn run(ctx: &Context, args: &InitArgs) -> Result<ExitCode> {
         Some(name) => name.clone(),
         None => default_name(&root)?,
     };
-    let manifest = format!(
-        "name = {name:?}\nversion = {:?}\n\n[dependencies]\n",
-        args.version
-    );
-    let lock = format!(
-        "lockfile_version = 2\n\n[meta]\nname = {name:?}\nversion = {:?}\n",
-        args.version
-    );
+    let manifest = agentpack_lockfile::render_init_manifest(&name, &args.version);
+    // The text must read back as a manifest (a bad --name or --version is refused here).
+    agentpack_lockfile::Manifest::parse(&manifest, &manifest_path)?;
+    let lock =
+        agentpack_lockfile::Lockfile::new(name.clone(), args.version.clone()).to_toml_string();
 
     let home = Home::from_env()?;
     home.ensure()?;
