@@ -206,6 +206,13 @@ fn eject_all_registers_every_supported_agent_with_writable_copies() {
         project.json(".cursor/mcp.json")["mcpServers"]["fs"]["command"],
         "npx"
     );
+    let codex = codex_config(&project);
+    assert_eq!(codex["mcp_servers"]["fs"]["command"], "npx");
+    let codex_script = codex["mcp_servers"]["local"]["args"][0].as_str().unwrap();
+    assert!(
+        codex_script.starts_with(&format!("{eject_text}/plugin-roots/")),
+        "{codex_script}"
+    );
 
     // Hooks dispatch from the ejected copy's specs, which run in the ejected plugin roots.
     let settings = project.json(".claude/settings.json");
@@ -256,6 +263,7 @@ fn eject_all_registers_every_supported_agent_with_writable_copies() {
             ".claude/settings.json",
             ".cursor/mcp.json",
             ".cursor/hooks.json",
+            ".codex/config.toml",
         ];
         if file != "agentpack.toml" && !merged.contains(&file.as_str()) {
             assert!(
@@ -416,4 +424,171 @@ fn remove_leaves_the_project_as_it_was() {
     // A second --remove has nothing left to do.
     project.ok(&["eject", "--remove"]);
     assert_eq!(project.tree_hash(), before);
+}
+
+/// The project's `.codex/config.toml` as JSON.
+fn codex_config(project: &Project) -> serde_json::Value {
+    agentpack_harness::eject::toml_to_json(&project.read(".codex/config.toml")).unwrap()
+}
+
+#[test]
+fn codex_mcp_servers_are_merged_into_the_project_config_toml() {
+    let project = Project::new();
+    let before = project.tree_hash();
+    let stderr = project.ok(&["eject", "codex"]);
+    let config = codex_config(&project);
+    assert_eq!(
+        config["mcp_servers"]["fs"],
+        serde_json::json!({"command": "npx", "args": ["-y", "server-fs"]})
+    );
+    assert!(
+        stderr.contains(".codex/config.toml") && stderr.contains("trust_level = \"trusted\""),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("MCP servers (config.toml)"), "{stderr}");
+    let manifest = project.json(".agentpack/eject/manifest.json");
+    assert!(manifest["edits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["file"] == ".codex/config.toml"
+            && e["path"] == serde_json::json!(["mcp_servers", "fs"])));
+    // The user's Codex home is never written.
+    assert!(!project.home.home.join(".codex/config.toml").exists());
+
+    // Eject created the file: --remove deletes it and the directory.
+    project.ok(&["eject", "--remove"]);
+    assert!(!project.path(".codex").exists());
+    assert_eq!(project.tree_hash(), before);
+}
+
+#[test]
+fn a_users_codex_config_is_kept_and_restored_exactly() {
+    let project = Project::new();
+    let original = "# my Codex project settings\nmodel = \"o3\"  # inline note\n\n[mcp_servers.mine]\ncommand = \"my-server\"\nargs = [ \"--flag\" ]\n";
+    project.write(".codex/config.toml", original);
+    project.ok(&["eject", "codex"]);
+    let text = project.read(".codex/config.toml");
+    assert!(
+        text.starts_with(original),
+        "the user's text is kept as written:\n{text}"
+    );
+    let config = codex_config(&project);
+    assert_eq!(config["mcp_servers"]["mine"]["command"], "my-server");
+    assert_eq!(config["mcp_servers"]["fs"]["command"], "npx");
+    project.ok(&["eject", "codex"]);
+    assert_eq!(
+        project.read(".codex/config.toml"),
+        text,
+        "a re-eject is stable"
+    );
+    project.ok(&["eject", "--remove"]);
+    assert_eq!(project.read(".codex/config.toml"), original);
+
+    // Edited after eject: only eject's server is taken out, the rest stays byte for byte.
+    project.ok(&["eject", "codex"]);
+    let edited = format!("{}\n# added later\n", project.read(".codex/config.toml"));
+    project.write(".codex/config.toml", &edited);
+    project.ok(&["eject", "--remove"]);
+    assert_eq!(
+        project.read(".codex/config.toml"),
+        format!("{original}\n# added later\n")
+    );
+}
+
+#[test]
+fn a_conflicting_codex_server_is_refused_with_nothing_written() {
+    let project = Project::new();
+    project.write(
+        ".codex/config.toml",
+        "# mine\n[mcp_servers.fs]\ncommand = \"my-fs\"\n",
+    );
+    let before = project.tree_hash();
+    let stderr = project.fails(&["eject", "codex"]);
+    assert!(
+        stderr.contains(".codex/config.toml#/mcp_servers/fs"),
+        "{stderr}"
+    );
+    assert_eq!(project.tree_hash(), before, "nothing was written");
+}
+
+#[test]
+fn the_real_codex_lists_the_ejected_server_in_a_trusted_project() {
+    let Some(bin) = std::env::var_os("AGENTPACK_TEST_AGENTS_BIN").filter(|v| !v.is_empty()) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must set AGENTPACK_TEST_AGENTS_BIN (see .ci/run)"
+        );
+        println!("skipped: AGENTPACK_TEST_AGENTS_BIN is not set (npm install the pinned clients, see .ci/run)");
+        return;
+    };
+    let project = Project::new();
+    project.ok(&["eject", "codex"]);
+    let codex_home = tempfile::tempdir().unwrap();
+    let root = project.home.project.canonicalize().unwrap();
+    let list = |trusted: bool| {
+        let home = codex_home
+            .path()
+            .join(if trusted { "trusted" } else { "untrusted" });
+        std::fs::create_dir_all(home.join(".codex")).unwrap();
+        let config = if trusted {
+            format!(
+                "[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+                root.display()
+            )
+        } else {
+            String::new()
+        };
+        std::fs::write(home.join(".codex/config.toml"), config).unwrap();
+        let output = std::process::Command::new(PathBuf::from(&bin).join("codex"))
+            .args(["mcp", "list"])
+            .current_dir(&root)
+            .env("HOME", &home)
+            .env("CODEX_HOME", home.join(".codex"))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "codex mcp list failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    };
+    let trusted = list(true);
+    assert!(
+        trusted
+            .lines()
+            .any(|l| l.starts_with("fs ") && l.contains("npx")),
+        "codex mcp list does not show the ejected server:\n{trusted}"
+    );
+    let untrusted = list(false);
+    assert!(
+        !untrusted.lines().any(|l| l.starts_with("fs ")),
+        "an untrusted project's config is ignored:\n{untrusted}"
+    );
+}
+
+#[test]
+fn a_codex_servers_secret_values_stay_out_with_a_warning() {
+    let project = Project::new();
+    let manifest = project.path("agentpack.toml");
+    let mut text = std::fs::read_to_string(&manifest).unwrap();
+    text.push_str(
+        "\n[mcp.servers.api]\ncommand = \"api-server\"\nenv = { API_KEY = \"sk-test-secret-1\" }\n",
+    );
+    std::fs::write(&manifest, text).unwrap();
+    project.ok(&["sync"]);
+    let stderr = project.ok(&["eject", "codex"]);
+    assert!(
+        stderr.contains("MCP server `api` (codex)") && stderr.contains("env API_KEY"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("sk-test-secret-1"), "{stderr}");
+    let config = project.read(".codex/config.toml");
+    assert!(!config.contains("sk-test-secret-1"), "{config}");
+    assert_eq!(
+        codex_config(&project)["mcp_servers"]["api"]["command"],
+        "api-server"
+    );
 }

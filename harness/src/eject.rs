@@ -1,5 +1,6 @@
 //! `agentpack eject`: the pure plan of what eject writes into a project, its manifest, and the JSON
-//! merges that register ejected content in files the user also edits.
+//! and TOML merges that register ejected content in files the user also edits (TOML edits are
+//! format-preserving, through `toml_edit`).
 //!
 //! Eject copies a generation's per-agent trees to `.agentpack/eject/` (mirroring the generation's
 //! layout, so every path a rendered file names is rewritten by replacing one prefix) and registers
@@ -11,7 +12,7 @@
 //!               bundle's agentpack-settings.json keys
 //! Cursor        .cursor/rules/ .cursor/commands/ .cursor/agents/ .cursor/skills/<name>/
 //!               .cursor/mcp.json mcpServers.<name>; .cursor/hooks.json version, hooks.<event>[]
-//! Codex         .agents/skills/<name>/
+//! Codex         .agents/skills/<name>/; .codex/config.toml [mcp_servers.<name>] (format-preserving)
 //! Antigravity   .agents/plugins/agentpack-bundle/ (a real directory)
 //! ```
 //!
@@ -32,6 +33,8 @@ use crate::plan::Agent;
 pub const EJECT_DIR: &str = ".agentpack/eject";
 /// The manifest of everything eject wrote, relative to the project root.
 pub const MANIFEST_PATH: &str = ".agentpack/eject/manifest.json";
+/// Codex's project configuration, where eject merges `[mcp_servers.<name>]`.
+pub const CODEX_PROJECT_CONFIG: &str = ".codex/config.toml";
 /// The manifest format version.
 pub const MANIFEST_VERSION: u32 = 1;
 
@@ -104,7 +107,8 @@ pub enum EditKind {
     Entry,
 }
 
-/// One key or array entry eject adds to a JSON file of the project.
+/// One key or array entry eject adds to a JSON file of the project (or, for a `.toml` file, one
+/// key of a TOML document, held here as its JSON equivalent; TOML files only get [`EditKind::Key`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JsonEdit {
     /// The file, relative to the project root.
@@ -136,6 +140,8 @@ pub struct EjectPlan {
     pub owned_dirs: Vec<String>,
     pub edits: Vec<JsonEdit>,
     pub warnings: Vec<String>,
+    /// Information for the user that is not a problem (how an agent picks the content up).
+    pub notes: Vec<String>,
 }
 
 /// A recorded file and the digest of the bytes eject wrote.
@@ -247,7 +253,7 @@ pub fn plan(
                 });
             }
         }
-        register(*agent, &rewritten, &mut plan);
+        register(*agent, &rewritten, eject_root, &mut plan);
     }
     let mut seen = BTreeSet::new();
     plan.files.retain(|file| seen.insert(file.path.clone()));
@@ -345,6 +351,75 @@ fn warn_secret_references(name: &str, server: &Value, plan: &mut EjectPlan) {
     }
 }
 
+/// `[mcp_servers.<name>]` of the staged Codex `config.toml` as keys of the project's
+/// `.codex/config.toml`, and the note that Codex reads that file only in a trusted project.
+fn merge_toml_servers(file: &SourceFile, eject_root: &str, plan: &mut EjectPlan) {
+    let parsed = std::str::from_utf8(&file.bytes)
+        .map_err(|error| error.to_string())
+        .and_then(toml_to_json);
+    let value = match parsed {
+        Ok(value) => value,
+        Err(error) => {
+            plan.warnings.push(format!(
+                "{} in the generation does not parse ({error}); its MCP servers are not registered",
+                file.relative
+            ));
+            return;
+        }
+    };
+    let Some(servers) = value.get("mcp_servers").and_then(Value::as_object) else {
+        return;
+    };
+    for (name, server) in servers {
+        warn_secret_references(name, server, plan);
+        plan.edits.push(JsonEdit {
+            file: CODEX_PROJECT_CONFIG.to_owned(),
+            path: vec!["mcp_servers".into(), name.clone()],
+            kind: EditKind::Key,
+            value: server.clone(),
+        });
+    }
+    if !servers.is_empty() {
+        let project = eject_root
+            .strip_suffix(EJECT_DIR)
+            .map(|p| p.trim_end_matches('/'))
+            .filter(|p| !p.is_empty())
+            .unwrap_or("<project>");
+        plan.notes.push(format!(
+            "codex: MCP servers are in {CODEX_PROJECT_CONFIG}, which Codex reads once the project is trusted (`[projects.\"{project}\"] trust_level = \"trusted\"` in $CODEX_HOME/config.toml); eject does not change your Codex configuration"
+        ));
+    }
+}
+
+/// Codex's secret-bearing server values are not in the generation at all (the launcher merges
+/// them into its home layer's `config.toml`): one warning per server of the launcher's secret
+/// fragment (`[mcp_servers.<name>.env]`, `[mcp_servers.<name>.http_headers]`) naming what the
+/// ejected server lacks. Never includes a value.
+pub fn codex_secret_warnings(secret_config: &toml::Table) -> Vec<String> {
+    let Some(servers) = secret_config
+        .get("mcp_servers")
+        .and_then(toml::Value::as_table)
+    else {
+        return Vec::new();
+    };
+    let mut warnings = Vec::new();
+    for (name, server) in servers {
+        let mut names = Vec::new();
+        for (section, label) in [("env", "env"), ("http_headers", "header")] {
+            if let Some(values) = server.get(section).and_then(toml::Value::as_table) {
+                names.extend(values.keys().map(|key| format!("{label} {key}")));
+            }
+        }
+        if !names.is_empty() {
+            warnings.push(format!(
+                "MCP server `{name}` (codex): eject writes no secret values, so {CODEX_PROJECT_CONFIG} lacks {}; give them to Codex yourself (its `env_vars` and `env_http_headers` read them from the environment Codex starts in)",
+                names.join(", ")
+            ));
+        }
+    }
+    warnings
+}
+
 /// Each event's entries of `{"hooks": {event: [...]}}` as array entries of `target`.
 fn merge_hooks(value: &Value, target: &str, plan: &mut EjectPlan) {
     if let Some(events) = value.get("hooks").and_then(Value::as_object) {
@@ -361,7 +436,7 @@ fn merge_hooks(value: &Value, target: &str, plan: &mut EjectPlan) {
     }
 }
 
-fn register(agent: Agent, files: &[SourceFile], plan: &mut EjectPlan) {
+fn register(agent: Agent, files: &[SourceFile], eject_root: &str, plan: &mut EjectPlan) {
     match agent {
         Agent::Claude => {
             let bundle = staged_root(agent);
@@ -481,10 +556,8 @@ fn register(agent: Agent, files: &[SourceFile], plan: &mut EjectPlan) {
                 })
             };
             let mut unregistered = Vec::new();
-            if find(files, "codex-home/config.toml")
-                .is_some_and(|f| String::from_utf8_lossy(&f.bytes).contains("[mcp_servers."))
-            {
-                unregistered.push("MCP servers (config.toml)");
+            if let Some(file) = find(files, "codex-home/config.toml") {
+                merge_toml_servers(file, eject_root, plan);
             }
             if has("hooks.json") {
                 unregistered.push("hooks (hooks.json)");
@@ -494,7 +567,7 @@ fn register(agent: Agent, files: &[SourceFile], plan: &mut EjectPlan) {
             }
             if !unregistered.is_empty() {
                 plan.warnings.push(format!(
-                    "codex: only skills are registered (.agents/skills); {} stay in {EJECT_DIR}/codex-home, not registered; use `agentpack codex` for them",
+                    "codex: skills (.agents/skills) and MCP servers ({CODEX_PROJECT_CONFIG}) are registered; {} stay in {EJECT_DIR}/codex-home, not registered; use `agentpack codex` for them",
                     unregistered.join(", ")
                 ));
             }
@@ -779,6 +852,201 @@ pub fn render_json(document: &Value) -> String {
     text
 }
 
+/// Whether eject merges into `file` as TOML (format-preserving) rather than as JSON.
+pub fn is_toml(file: &str) -> bool {
+    file.ends_with(".toml")
+}
+
+/// A TOML document as its JSON equivalent (what the conflict check and the manifest compare).
+pub fn toml_to_json(text: &str) -> Result<Value, String> {
+    let table: toml::Table = toml::from_str(text).map_err(|error| error.to_string())?;
+    serde_json::to_value(table).map_err(|error| error.to_string())
+}
+
+fn parse_toml_document(text: Option<&str>) -> Result<toml_edit::DocumentMut, String> {
+    text.unwrap_or("")
+        .parse::<toml_edit::DocumentMut>()
+        .map_err(|error| error.to_string())
+}
+
+/// A JSON value as a TOML item laid out the way `toml` writes it (sub-tables as `[a.b]` sections),
+/// with no document position, so it renders right after the table it is inserted into.
+fn toml_item(key: &str, value: &Value) -> Result<toml_edit::Item, String> {
+    let converted = toml::Value::try_from(value).map_err(|error| error.to_string())?;
+    let mut root = toml::Table::new();
+    root.insert(key.to_owned(), converted);
+    let text = toml::to_string(&root).map_err(|error| error.to_string())?;
+    let document = parse_toml_document(Some(&text))?;
+    let mut item = document
+        .get(key)
+        .cloned()
+        .ok_or_else(|| format!("`{key}` did not render"))?;
+    clear_positions(&mut item);
+    if let Some(table) = item.as_table_mut() {
+        table.decor_mut().set_prefix("\n");
+    }
+    Ok(item)
+}
+
+fn clear_positions(item: &mut toml_edit::Item) {
+    match item {
+        toml_edit::Item::Table(table) => {
+            table.set_position(None);
+            for (_, child) in table.iter_mut() {
+                clear_positions(child);
+            }
+        }
+        toml_edit::Item::ArrayOfTables(tables) => {
+            for table in tables.iter_mut() {
+                table.set_position(None);
+                for (_, child) in table.iter_mut() {
+                    clear_positions(child);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The table at `path`, created (implicit, so it has no header of its own) when missing; `None`
+/// when something on the way is not a table.
+fn toml_table_mut<'a>(
+    document: &'a mut toml_edit::DocumentMut,
+    path: &[String],
+) -> Option<&'a mut dyn toml_edit::TableLike> {
+    let mut table: &mut dyn toml_edit::TableLike = document.as_table_mut();
+    for key in path {
+        if table.get(key).is_none() {
+            let mut created = toml_edit::Table::new();
+            created.set_implicit(true);
+            table.insert(key, toml_edit::Item::Table(created));
+        }
+        table = table.get_mut(key)?.as_table_like_mut()?;
+    }
+    Some(table)
+}
+
+/// Applies one [`EditKind::Key`] edit to a TOML document, keeping everything else as written.
+fn apply_toml_edit(document: &mut toml_edit::DocumentMut, edit: &JsonEdit) -> Result<(), String> {
+    let Some((last, parent)) = edit.path.split_last() else {
+        return Ok(());
+    };
+    if edit.kind != EditKind::Key {
+        return Err(format!("{}: TOML files take keys only", edit.describe()));
+    }
+    let item = toml_item(last, &edit.value)?;
+    let table = toml_table_mut(document, parent)
+        .ok_or_else(|| format!("{}: a parent is not a TOML table", edit.describe()))?;
+    table.insert(last, item);
+    Ok(())
+}
+
+/// Takes one key edit out of a TOML document when it still holds eject's value; false otherwise.
+fn remove_toml_edit(document: &mut toml_edit::DocumentMut, edit: &JsonEdit) -> bool {
+    let Some((last, parent)) = edit.path.split_last() else {
+        return false;
+    };
+    let holds_value = toml_to_json(&document.to_string())
+        .ok()
+        .is_some_and(|value| get(&value, &edit.path) == Some(&edit.value));
+    if edit.kind != EditKind::Key || !holds_value {
+        return false;
+    }
+    let Some(table) = existing_toml_table_mut(document, parent) else {
+        return false;
+    };
+    table.remove(last).is_some()
+}
+
+/// The table at `path` when every step exists and is a table.
+fn existing_toml_table_mut<'a>(
+    document: &'a mut toml_edit::DocumentMut,
+    path: &[String],
+) -> Option<&'a mut dyn toml_edit::TableLike> {
+    let root: &mut dyn toml_edit::TableLike = document.as_table_mut();
+    path.iter()
+        .try_fold(root, |table, key| table.get_mut(key)?.as_table_like_mut())
+}
+
+/// Removes tables along `path` that are empty now and did not exist in `original`.
+fn prune_empty_toml(
+    document: &mut toml_edit::DocumentMut,
+    path: &[String],
+    original: Option<&Value>,
+) {
+    for depth in (1..path.len()).rev() {
+        let prefix = &path[..depth];
+        if original.is_some_and(|o| get(o, prefix).is_some()) {
+            continue;
+        }
+        let Some(table) = existing_toml_table_mut(document, &prefix[..depth - 1]) else {
+            continue;
+        };
+        let last = &prefix[depth - 1];
+        let empty = table
+            .get(last)
+            .and_then(toml_edit::Item::as_table_like)
+            .is_some_and(|t| t.is_empty());
+        if empty {
+            table.remove(last);
+        }
+    }
+}
+
+/// The new text of a TOML file eject merges into: `current` (the file as it is, `None` when
+/// absent) with eject's `previous` keys taken out and `edits` put in; all other content is kept
+/// byte for byte. `original` is the file before the first eject (tables it had are never pruned).
+pub fn merge_toml(
+    current: Option<&str>,
+    previous: &[&JsonEdit],
+    edits: &[&JsonEdit],
+    original: Option<&str>,
+) -> Result<String, String> {
+    let mut document = parse_toml_document(current)?;
+    let original_value = original.and_then(|text| toml_to_json(text).ok());
+    for edit in previous {
+        remove_toml_edit(&mut document, edit);
+        prune_empty_toml(&mut document, &edit.path, original_value.as_ref());
+    }
+    for edit in edits {
+        apply_toml_edit(&mut document, edit)?;
+    }
+    Ok(document.to_string())
+}
+
+/// A TOML file with eject's keys taken out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnmergedToml {
+    pub text: String,
+    /// Nothing but whitespace and comments is left.
+    pub empty: bool,
+    /// The edits whose key no longer holds eject's value (left in place).
+    pub changed: Vec<String>,
+}
+
+/// Takes `edits` out of a TOML file the user may have edited since, keeping the rest as written.
+pub fn unmerge_toml(
+    current: &str,
+    edits: &[&JsonEdit],
+    original: Option<&str>,
+) -> Result<UnmergedToml, String> {
+    let mut document = parse_toml_document(Some(current))?;
+    let original_value = original.and_then(|text| toml_to_json(text).ok());
+    let mut changed = Vec::new();
+    for edit in edits {
+        if !remove_toml_edit(&mut document, edit) {
+            changed.push(edit.describe());
+        }
+        prune_empty_toml(&mut document, &edit.path, original_value.as_ref());
+    }
+    let text = document.to_string();
+    Ok(UnmergedToml {
+        empty: document.as_table().is_empty() && text.trim().is_empty(),
+        text,
+        changed,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -878,6 +1146,79 @@ mod tests {
             prune_empty(&mut document, &edit.path, Some(&original));
         }
         assert_eq!(document, original);
+    }
+
+    #[test]
+    fn codex_servers_become_keys_of_the_project_config_toml_with_a_trust_note() {
+        let files = [source(
+            "codex-home/config.toml",
+            "cli_auth_credentials_store = \"file\"\n\n[mcp_servers.fs]\ncommand = \"npx\"\nargs = [\"/store/gen/plugin-roots/x/s.js\"]\n\n[mcp_servers.fs.env]\nMODE = \"ro\"\n",
+        )];
+        let plan = plan(
+            &[Agent::Codex],
+            &files,
+            &["/store/gen"],
+            "/p/.agentpack/eject",
+        );
+        assert_eq!(plan.edits.len(), 1);
+        assert_eq!(plan.edits[0].file, CODEX_PROJECT_CONFIG);
+        assert_eq!(plan.edits[0].path, ["mcp_servers", "fs"]);
+        assert_eq!(
+            plan.edits[0].value,
+            json!({"command": "npx", "args": ["/p/.agentpack/eject/plugin-roots/x/s.js"], "env": {"MODE": "ro"}})
+        );
+        assert!(plan.notes[0].contains("[projects.\"/p\"] trust_level = \"trusted\""));
+        assert!(!plan.warnings.iter().any(|w| w.contains("MCP servers (")));
+    }
+
+    #[test]
+    fn codex_secret_values_are_named_never_shown() {
+        let layer: toml::Table = toml::from_str(
+            "[mcp_servers.api.env]\nAPI_KEY = \"sk-secret\"\n[mcp_servers.api.http_headers]\nX-Token = \"t0ken\"\n",
+        )
+        .unwrap();
+        let warnings = codex_secret_warnings(&layer);
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].contains("`api`"));
+        assert!(warnings[0].contains("env API_KEY, header X-Token"));
+        assert!(!warnings[0].contains("sk-secret") && !warnings[0].contains("t0ken"));
+        assert!(codex_secret_warnings(&toml::Table::new()).is_empty());
+    }
+
+    #[test]
+    fn toml_merge_keeps_the_users_text_and_unmerge_gives_it_back() {
+        let original = "# my codex settings\nmodel = \"o3\" # inline\n\n[mcp_servers.mine]\ncommand = \"mine\"\n\n[profiles.x]\nmodel = \"y\"\n";
+        let edit = JsonEdit {
+            file: CODEX_PROJECT_CONFIG.into(),
+            path: vec!["mcp_servers".into(), "fs".into()],
+            kind: EditKind::Key,
+            value: json!({"command": "npx", "env": {"A": "b"}}),
+        };
+        let merged = merge_toml(Some(original), &[], &[&edit], Some(original)).unwrap();
+        assert!(merged.starts_with("# my codex settings\nmodel = \"o3\" # inline\n\n[mcp_servers.mine]\ncommand = \"mine\"\n"), "{merged}");
+        let value = toml_to_json(&merged).unwrap();
+        assert_eq!(value["mcp_servers"]["fs"], edit.value);
+        assert_eq!(value["mcp_servers"]["mine"]["command"], "mine");
+        assert_eq!(value["profiles"]["x"]["model"], "y");
+        // Merging again over eject's own previous key changes nothing.
+        assert_eq!(
+            merge_toml(Some(&merged), &[&edit], &[&edit], Some(original)).unwrap(),
+            merged
+        );
+        let unmerged = unmerge_toml(&merged, &[&edit], Some(original)).unwrap();
+        assert_eq!(unmerged.text, original);
+        assert!(unmerged.changed.is_empty());
+
+        // In a file eject created, nothing is left.
+        let created = merge_toml(None, &[], &[&edit], None).unwrap();
+        let unmerged = unmerge_toml(&created, &[&edit], None).unwrap();
+        assert!(unmerged.empty, "{:?}", unmerged.text);
+
+        // A server the user changed since is left, and reported.
+        let changed = created.replace("npx", "mine");
+        let unmerged = unmerge_toml(&changed, &[&edit], None).unwrap();
+        assert_eq!(unmerged.changed, [".codex/config.toml#/mcp_servers/fs"]);
+        assert_eq!(unmerged.text, changed);
     }
 
     #[test]

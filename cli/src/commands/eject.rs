@@ -3,8 +3,8 @@
 //!
 //! This module owns the I/O of eject: it syncs, reads the generation, checks the plan of
 //! [`agentpack_harness::eject`] against the project, and writes. It must never replace a file or a
-//! JSON setting that `.agentpack/eject/manifest.json` does not record, and it checks every one
-//! before it writes anything. `--remove` takes out exactly what the manifest records.
+//! JSON or TOML setting that `.agentpack/eject/manifest.json` does not record, and it checks every
+//! one before it writes anything. `--remove` takes out exactly what the manifest records.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -64,6 +64,11 @@ pub fn run(ctx: &Context, args: &EjectArgs) -> Result<ExitCode> {
     for warning in &plan.warnings {
         output::warn(warning);
     }
+    if ctx.says() {
+        for note in &plan.notes {
+            output::info(note);
+        }
+    }
     let manifest = write_plan(&project.root, &plan, &previous, &generation_text)?;
     if ctx.json {
         output::json(&serde_json::json!({
@@ -90,7 +95,13 @@ fn plan_against_project(
     agents: &[Agent],
     previous: &EjectManifest,
 ) -> Result<(EjectPlan, String)> {
-    let staged = run_sync(ctx, project, &SyncOptions::default())?;
+    // Codex's secret-bearing server values never enter the generation: rendering them for Codex
+    // (in memory only) lets eject name what the ejected servers lack.
+    let options = SyncOptions {
+        agent: agents.contains(&Agent::Codex).then_some(Agent::Codex),
+        ..SyncOptions::default()
+    };
+    let staged = run_sync(ctx, project, &options)?;
     // Links a launcher placed in the workspace are agentpack's own; eject puts real files there.
     let mut links = agentpack_harness::home_layer::WorkspaceLinks::load(&staged.state_dir)?;
     for warning in links.remove_all_except(None)? {
@@ -108,6 +119,15 @@ fn plan_against_project(
         &[&generation_text, &pointer_text],
         &eject_root.to_string_lossy(),
     );
+    if let Some(secret_config) = staged
+        .secrets
+        .get(&Agent::Codex)
+        .filter(|_| agents.contains(&Agent::Codex))
+        .and_then(|layer| layer.config_toml.as_ref())
+    {
+        plan.warnings
+            .extend(eject::codex_secret_warnings(secret_config));
+    }
     let disk = Disk {
         root: &project.root,
     };
@@ -297,6 +317,11 @@ impl ProjectState for Disk<'_> {
     fn json(&self, path: &str) -> Result<Option<Value>, String> {
         match read_optional(&self.root.join(path)) {
             Ok(None) => Ok(None),
+            Ok(Some(text)) if eject::is_toml(path) => {
+                eject::toml_to_json(&text).map(Some).map_err(|error| {
+                    format!("does not parse as TOML ({error}); eject cannot merge into it")
+                })
+            }
             Ok(Some(text)) => serde_json::from_str(&text).map(Some).map_err(|error| {
                 format!("does not parse as JSON ({error}); eject cannot merge into it")
             }),
@@ -408,22 +433,26 @@ fn write_plan(
             Some(recorded) => recorded.original.clone(),
             None => current.clone(),
         };
-        let original_value: Option<Value> = original
-            .as_deref()
-            .and_then(|t| serde_json::from_str(t).ok());
-        let mut document: Value = match &current {
-            Some(text) => serde_json::from_str(text)
-                .with_context(|| format!("{} does not parse as JSON", path.display()))?,
-            None => Value::Object(serde_json::Map::new()),
+        let text = if eject::is_toml(target) {
+            let previous_edits: Vec<_> =
+                previous.edits.iter().filter(|e| e.file == target).collect();
+            eject::merge_toml(
+                current.as_deref(),
+                &previous_edits,
+                &new_edits,
+                original.as_deref(),
+            )
+            .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?
+        } else {
+            merged_json(
+                &path,
+                current.as_deref(),
+                original.as_deref(),
+                target,
+                &new_edits,
+                previous,
+            )?
         };
-        for edit in previous.edits.iter().filter(|e| e.file == target) {
-            eject::remove_edit(&mut document, edit);
-            eject::prune_empty(&mut document, &edit.path, original_value.as_ref());
-        }
-        for edit in &new_edits {
-            eject::apply_edit(&mut document, edit);
-        }
-        let text = eject::render_json(&document);
         if let Some((parent, _)) = target.rsplit_once('/') {
             create_dirs(root, parent, &mut dirs)?;
         }
@@ -449,6 +478,31 @@ fn write_plan(
     text.push('\n');
     fs_err::write(root.join(MANIFEST_PATH), text)?;
     Ok(manifest)
+}
+
+/// The new text of a JSON file eject merges into: eject's previous keys taken out, the plan's put in.
+fn merged_json(
+    path: &Path,
+    current: Option<&str>,
+    original: Option<&str>,
+    target: &str,
+    new_edits: &[&eject::JsonEdit],
+    previous: &EjectManifest,
+) -> Result<String> {
+    let original_value: Option<Value> = original.and_then(|t| serde_json::from_str(t).ok());
+    let mut document: Value = match current {
+        Some(text) => serde_json::from_str(text)
+            .with_context(|| format!("{} does not parse as JSON", path.display()))?,
+        None => Value::Object(serde_json::Map::new()),
+    };
+    for edit in previous.edits.iter().filter(|e| e.file == target) {
+        eject::remove_edit(&mut document, edit);
+        eject::prune_empty(&mut document, &edit.path, original_value.as_ref());
+    }
+    for edit in new_edits {
+        eject::apply_edit(&mut document, edit);
+    }
+    Ok(eject::render_json(&document))
 }
 
 /// Directories the current plan writes into (they stay even when empty of other files).
@@ -510,6 +564,32 @@ fn restore_json(
             None => fs_err::remove_file(&path)?,
         }
         return Ok(Vec::new());
+    }
+    if eject::is_toml(&recorded.file) {
+        let edits: Vec<_> = manifest
+            .edits
+            .iter()
+            .filter(|e| e.file == recorded.file)
+            .collect();
+        let unmerged = match eject::unmerge_toml(&current, &edits, recorded.original.as_deref()) {
+            Ok(unmerged) => unmerged,
+            Err(error) => {
+                return Ok(vec![format!(
+                    "{} no longer parses as TOML ({error}); left it as it is (remove eject's keys by hand)",
+                    path.display()
+                )])
+            }
+        };
+        if recorded.original.is_none() && unmerged.empty {
+            fs_err::remove_file(&path)?;
+        } else {
+            fs_err::write(&path, &unmerged.text)?;
+        }
+        return Ok(unmerged
+            .changed
+            .into_iter()
+            .map(|what| format!("{what} was changed since eject wrote it; left it in place"))
+            .collect());
     }
     let mut warnings = Vec::new();
     let Ok(mut document) = serde_json::from_str::<Value>(&current) else {

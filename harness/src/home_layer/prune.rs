@@ -138,14 +138,19 @@ mod tests {
         let listener =
             std::os::unix::net::UnixListener::bind(layer.join(CODEX_CONTROL_SOCKET)).unwrap();
         let keep = BTreeSet::new();
-        let removed = prune_layers(state.path(), "default", "hash", None, &keep).unwrap();
+        // A project hash no other test uses: Codex homes of the default location are shared.
+        let project_hash = format!(
+            "prune-test-{}",
+            state.path().file_name().unwrap().to_string_lossy()
+        );
+        let removed = prune_layers(state.path(), "default", &project_hash, None, &keep).unwrap();
         assert!(
             removed.is_empty(),
             "a live daemon keeps its home: {removed:?}"
         );
         assert!(layer.is_dir());
         drop(listener);
-        let removed = prune_layers(state.path(), "default", "hash", None, &keep).unwrap();
+        let removed = prune_layers(state.path(), "default", &project_hash, None, &keep).unwrap();
         assert_eq!(removed, vec![layer.clone()]);
         assert!(!layer.exists());
     }
