@@ -582,40 +582,7 @@ impl Store {
 
     /// Turn the files a builder wrote in `out` into blob links; returns the manifest.
     fn absorb_tree(&self, out: &Path) -> Result<Vec<Entry>> {
-        let mut entries = Vec::new();
-        let mut files = Vec::new();
-        for item in walkdir::WalkDir::new(out).follow_links(false).min_depth(1) {
-            let item = item.map_err(|err| {
-                let path = err.path().unwrap_or(out).to_path_buf();
-                StoreError::io(
-                    "walk",
-                    path,
-                    err.into_io_error()
-                        .unwrap_or_else(|| std::io::Error::other("walk")),
-                )
-            })?;
-            let relative = utf8_relative(out, item.path())?;
-            let file_type = item.file_type();
-            if file_type.is_dir() {
-                entries.push(Entry::Dir { path: relative });
-            } else if file_type.is_symlink() {
-                let target = fs_err::read_link(item.path()).ctx("read link", item.path())?;
-                entries.push(Entry::Link {
-                    path: relative,
-                    target: utf8_target(&target, item.path())?,
-                });
-            } else if file_type.is_file() {
-                let mode = item
-                    .metadata()
-                    .map(|m| m.permissions().mode())
-                    .unwrap_or(0o644);
-                files.push((relative, item.path().to_path_buf(), mode & 0o111 != 0));
-            } else {
-                return Err(StoreError::UnsupportedFileType {
-                    path: item.path().to_path_buf(),
-                });
-            }
-        }
+        let (mut entries, files) = scan_tree(out)?;
         let file_entries: Vec<Entry> = files
             .par_iter()
             .map(|(relative, path, exec)| {
@@ -840,36 +807,7 @@ impl Store {
 
     /// The manifest of an existing tree (hashing every file).
     pub(crate) fn manifest_of(&self, root: &Path) -> Result<Vec<Entry>> {
-        let mut entries = Vec::new();
-        let mut files = Vec::new();
-        for item in walkdir::WalkDir::new(root).follow_links(false).min_depth(1) {
-            let item = item.map_err(|err| {
-                let path = err.path().unwrap_or(root).to_path_buf();
-                StoreError::io(
-                    "walk",
-                    path,
-                    err.into_io_error()
-                        .unwrap_or_else(|| std::io::Error::other("walk")),
-                )
-            })?;
-            let relative = utf8_relative(root, item.path())?;
-            let file_type = item.file_type();
-            if file_type.is_dir() {
-                entries.push(Entry::Dir { path: relative });
-            } else if file_type.is_symlink() {
-                let target = fs_err::read_link(item.path()).ctx("read link", item.path())?;
-                entries.push(Entry::Link {
-                    path: relative,
-                    target: utf8_target(&target, item.path())?,
-                });
-            } else {
-                let mode = item
-                    .metadata()
-                    .map(|m| m.permissions().mode())
-                    .unwrap_or(0o444);
-                files.push((relative, item.path().to_path_buf(), mode & 0o111 != 0));
-            }
-        }
+        let (mut entries, files) = scan_tree(root)?;
         let file_entries: Vec<Entry> = files
             .par_iter()
             .map(|(relative, path, exec)| {
@@ -886,6 +824,50 @@ impl Store {
         sort_entries(&mut entries);
         Ok(entries)
     }
+}
+
+/// A regular file found by [`scan_tree`]: relative path, path, executable.
+type ScannedFile = (String, PathBuf, bool);
+
+/// Lists a tree without following links: its directories and symbolic links as manifest entries, and
+/// its regular files as (relative path, path, executable) for the caller to hash or absorb. Any other
+/// file type is an error.
+fn scan_tree(root: &Path) -> Result<(Vec<Entry>, Vec<ScannedFile>)> {
+    let mut entries = Vec::new();
+    let mut files = Vec::new();
+    for item in walkdir::WalkDir::new(root).follow_links(false).min_depth(1) {
+        let item = item.map_err(|err| {
+            let path = err.path().unwrap_or(root).to_path_buf();
+            StoreError::io(
+                "walk",
+                path,
+                err.into_io_error()
+                    .unwrap_or_else(|| std::io::Error::other("walk")),
+            )
+        })?;
+        let relative = utf8_relative(root, item.path())?;
+        let file_type = item.file_type();
+        if file_type.is_dir() {
+            entries.push(Entry::Dir { path: relative });
+        } else if file_type.is_symlink() {
+            let target = fs_err::read_link(item.path()).ctx("read link", item.path())?;
+            entries.push(Entry::Link {
+                path: relative,
+                target: utf8_target(&target, item.path())?,
+            });
+        } else if file_type.is_file() {
+            let mode = item
+                .metadata()
+                .map(|m| m.permissions().mode())
+                .unwrap_or(0o444);
+            files.push((relative, item.path().to_path_buf(), mode & 0o111 != 0));
+        } else {
+            return Err(StoreError::UnsupportedFileType {
+                path: item.path().to_path_buf(),
+            });
+        }
+    }
+    Ok((entries, files))
 }
 
 pub(crate) fn sort_entries(entries: &mut [Entry]) {
