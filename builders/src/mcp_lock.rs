@@ -101,7 +101,7 @@ pub enum McpLockError {
 /// The `definition` digest of a server (type, command, url, args, cwd; never env, headers, OAuth).
 pub fn definition_digest(server: &McpServer) -> String {
     mcp_definition_digest(&DefinitionInput {
-        server_type: server.kind.as_deref(),
+        server_type: server.server_type.as_deref(),
         command: server.command.as_deref(),
         url: server.url.as_deref(),
         args: &server.args,
@@ -115,21 +115,6 @@ pub fn source_label(source: &McpSource) -> &'static str {
         McpSource::Plugin { .. } => "plugin",
         McpSource::Manifest => "manifest",
         McpSource::DotAgents => ".agents",
-    }
-}
-
-/// The manifest's definition in the renderer's terms (for `mcp add`).
-pub fn from_manifest_server(server: &agentpack_lockfile::McpServer) -> McpServer {
-    McpServer {
-        kind: server.server_type.clone(),
-        command: server.command.clone(),
-        args: server.args.clone(),
-        env: server.env.clone(),
-        url: server.url.clone(),
-        disabled: server.disabled.then_some(true),
-        headers: server.headers.clone(),
-        cwd: server.cwd.clone(),
-        oauth: None,
     }
 }
 

@@ -15,29 +15,9 @@ use serde_json::{json, Map, Value};
 
 use crate::plan::{Agent, SecretLayer};
 
-/// An MCP server definition as carried between sources and agents.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct McpServer {
-    pub kind: Option<String>,
-    pub command: Option<String>,
-    pub args: Vec<String>,
-    pub env: IndexMap<String, String>,
-    pub url: Option<String>,
-    pub disabled: Option<bool>,
-    pub headers: IndexMap<String, String>,
-    pub cwd: Option<String>,
-    pub oauth: Option<McpOAuth>,
-}
-
-/// OAuth client settings of a remote server.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct McpOAuth {
-    pub client_id: Option<String>,
-    pub client_secret: Option<String>,
-    pub callback_port: Option<u16>,
-    pub scopes: Vec<String>,
-    pub metadata_url: Option<String>,
-}
+/// An MCP server definition as carried between sources and agents: the manifest's own type, so a
+/// `[mcp.servers]` entry and a plugin's `.mcp.json` entry are the same value.
+pub use agentpack_lockfile::{McpOAuth, McpServer};
 
 /// What runs instead of the written command, decided by the lock (a pinned npm version, or
 /// `agentpack mcp-exec` for a locked tree). Supplied by the generation builder.
@@ -214,7 +194,7 @@ pub fn parse_server(
         }
     });
     Some(McpServer {
-        kind: text("type"),
+        server_type: text("type"),
         args: string_list(object.get("args"))
             .iter()
             .map(|a| normalize_references(a))
@@ -222,7 +202,10 @@ pub fn parse_server(
         command: command.map(|c| normalize_references(&c)),
         env: string_map(object.get("env")),
         url: url.map(|u| normalize_references(&u)),
-        disabled: object.get("disabled").and_then(Value::as_bool),
+        disabled: object
+            .get("disabled")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
         headers: string_map(object.get("headers")),
         cwd: text("cwd"),
         oauth,
@@ -441,7 +424,7 @@ pub fn render_json_servers(
             plugin_paths: plugin_paths.to_vec(),
         };
         let mut object = Map::new();
-        if server.disabled == Some(true) && agent != Agent::Antigravity {
+        if server.disabled && agent != Agent::Antigravity {
             ctx.warnings.push(format!(
                 "MCP server `{}` is disabled; not staged for {}",
                 merged.name,
@@ -450,7 +433,7 @@ pub fn render_json_servers(
             continue;
         }
         let remote = server.command.is_none();
-        if let Some(kind) = &server.kind {
+        if let Some(kind) = &server.server_type {
             if agent != Agent::Antigravity {
                 object.insert("type".into(), json!(kind));
             }
@@ -546,7 +529,7 @@ pub fn render_json_servers(
                 _ => ctx.skip("OAuth client settings"),
             }
         }
-        if server.disabled == Some(true) {
+        if server.disabled {
             object.insert("disabled".into(), json!(true));
         }
         out.insert(merged.name.clone(), Value::Object(object));
@@ -631,7 +614,7 @@ pub fn render_opencode(
             }
             object.insert("oauth".into(), Value::Object(o));
         }
-        if server.disabled == Some(true) {
+        if server.disabled {
             object.insert("enabled".into(), json!(false));
         }
         out.insert(merged.name.clone(), Value::Object(object));
@@ -777,7 +760,7 @@ pub fn render_toml_servers(
                 ));
             }
         }
-        if server.disabled == Some(true) {
+        if server.disabled {
             table.insert("enabled".into(), false.into());
         }
         out.insert(name.to_string(), table.into());

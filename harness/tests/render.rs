@@ -188,7 +188,7 @@ fn inputs(root: &Path) -> StageInputs {
             command: Some("npx".into()),
             args: vec!["@playwright/mcp@latest".into()],
             cwd: Some("/srv/work".into()),
-            disabled: Some(true),
+            disabled: true,
             ..Default::default()
         },
     );

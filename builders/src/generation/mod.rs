@@ -130,7 +130,7 @@ impl GenerationInputs {
             lines.push(serde_json::json!([
                 "mcp",
                 name,
-                server.kind,
+                server.server_type,
                 server.command,
                 server.args,
                 server.env.keys().collect::<Vec<_>>(),

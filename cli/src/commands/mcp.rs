@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agentpack_builders::mcp_lock::{self, definition_digest, from_manifest_server, McpLockOptions};
+use agentpack_builders::mcp_lock::{self, definition_digest, McpLockOptions};
 use agentpack_harness::mcp::{parse_servers, McpSource};
 use agentpack_harness::MergedServer;
 use agentpack_lockfile::{Lockfile, ManifestDocument, McpRecord, McpServer, McpStatus};
@@ -155,7 +155,7 @@ fn run_add(ctx: &Context, args: &McpAddArgs) -> Result<ExitCode> {
         .context("internal error: the server just written is missing")?;
     let merged = MergedServer {
         name: args.name.clone(),
-        server: from_manifest_server(written),
+        server: written.clone(),
         source: McpSource::Manifest,
     };
     let options = lock_options(false, args.allow_unpinned, false);
@@ -391,7 +391,7 @@ fn run_list(ctx: &Context) -> Result<ExitCode> {
         .iter()
         .map(|(name, server)| MergedServer {
             name: name.clone(),
-            server: from_manifest_server(server),
+            server: server.clone(),
             source: McpSource::Manifest,
         })
         .collect();

@@ -27,12 +27,11 @@ use agentpack_builders::generation::{
 use agentpack_builders::mcp_lock::{self, McpLockOptions};
 use agentpack_builders::resolve::{resolve, ResolveEnv, UpdatePolicy};
 use agentpack_builders::session::GitHubSession;
-use agentpack_harness::{Agent, McpServer as HarnessMcpServer, ModeFilter, SecretLayer};
+use agentpack_harness::{Agent, ModeFilter, SecretLayer};
 use agentpack_lockfile::{keys, Lockfile, Manifest, DEFAULT_MODE};
 use agentpack_store::{hash_tree, Store, StorePath};
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
-use indexmap::IndexMap;
 
 use crate::context::Context;
 use crate::env::{self, EnvVars};
@@ -338,7 +337,7 @@ fn generation_inputs(
         mode_selectors: mode.selectors.clone(),
         packages,
         overlay,
-        mcp_servers: harness_servers(manifest),
+        mcp_servers: manifest.mcp_servers.clone(),
         mcp_launch: BTreeMap::new(),
         keep_attribution: env::flag(EnvVars::AGENTPACK_KEEP_ATTRIBUTION),
         yolo: ctx.yolo,
@@ -382,37 +381,6 @@ pub fn record_mcp_servers(
     print_warnings(&outcome.warnings);
     lock.mcp_servers = outcome.records;
     Ok(())
-}
-
-/// The manifest's `[mcp.servers]` in the renderer's terms.
-pub fn harness_servers(manifest: &Manifest) -> IndexMap<String, HarnessMcpServer> {
-    manifest
-        .mcp_servers
-        .iter()
-        .map(|(name, server)| {
-            let converted = HarnessMcpServer {
-                kind: server.server_type.clone(),
-                command: server.command.clone(),
-                args: server.args.clone(),
-                env: server.env.clone(),
-                url: server.url.clone(),
-                disabled: server.disabled.then_some(true),
-                headers: server.headers.clone(),
-                cwd: server.cwd.clone(),
-                oauth: server
-                    .oauth
-                    .as_ref()
-                    .map(|oauth| agentpack_harness::McpOAuth {
-                        client_id: oauth.client_id.clone(),
-                        client_secret: oauth.client_secret.clone(),
-                        callback_port: oauth.callback_port,
-                        scopes: oauth.scopes.clone(),
-                        metadata_url: oauth.metadata_url.clone(),
-                    }),
-            };
-            (name.clone(), converted)
-        })
-        .collect()
 }
 
 /// Step 5: build or reuse the generation and select it.
