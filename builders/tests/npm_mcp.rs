@@ -373,14 +373,23 @@ fn two_projects_share_one_tree_and_gc_keeps_it_while_referenced() {
     let digest = lock_a.mcp_servers[0].tree_digest.clone().unwrap();
     let pointer = tree_pointer(&f.store(), &digest);
 
-    // The cache pointer is a root: GC keeps the tree.
+    // A running server's lease (mcp-exec takes one for its pid) keeps the tree.
+    let store = f.store();
+    let lease = store
+        .acquire_lease(
+            &[store.get(&tree_name).unwrap()],
+            agentpack_store::LeaseOptions::default(),
+        )
+        .unwrap();
+    drop(store);
     let store = f.store();
     gc(&store, GcOptions::default()).unwrap();
     assert!(store.get(&tree_name).is_some());
+    store.release_lease(&lease).unwrap();
     drop(store);
 
-    // Nothing refers to it any more: GC removes it (so the next checks can fail).
-    std::fs::remove_file(&pointer).unwrap();
+    // Nothing refers to it any more (the cache pointer only finds it): GC removes it.
+    assert!(pointer.exists(), "the pointer alone is not a root");
     let store = f.store();
     let report = gc(&store, GcOptions::default()).unwrap();
     assert!(store.get(&tree_name).is_none(), "{report:?}");

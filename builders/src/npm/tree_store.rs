@@ -2,9 +2,11 @@
 //! every project that locks the same tree.
 //!
 //! Layout: the unpacked tree is an ordinary content-addressed store path (`node_modules/...`
-//! inside), and `$AGENTPACK_HOME/cache/npm-trees/<tree digest hex>` is a symlink to it, registered
-//! as an indirect GC root. Generations that stage a tree-locked server also list the tree's store
-//! path among their references once it exists ([`existing_tree`]).
+//! inside), and `$AGENTPACK_HOME/cache/npm-trees/<tree digest hex>` is a symlink to it, which finds
+//! it again but does not keep it: GC keeps a tree while a running server holds a lease on it (taken
+//! by `mcp-exec` for its own pid, which stays the server's after `exec`) or while a generation
+//! references the exec spec that references it ([`existing_tree`]). An unreferenced tree is
+//! collected and downloaded again, verified, by the next start.
 //!
 //! It must never write a byte of a tarball whose integrity differs from the lock (every tarball is
 //! checked before anything is unpacked), never unpack outside the package's directory (no `..`,
@@ -193,7 +195,6 @@ pub fn ensure_tree(
         store.publish_tree(work.path(), &label, None)?
     };
     point_at(&pointer, tree.path())?;
-    store.add_indirect_root(&pointer)?;
     Ok(ReadyTree {
         tree,
         downloaded: true,

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use agentpack_builders::npm::prepare_exec;
+use agentpack_store::LeaseOptions;
 use anyhow::{Context as _, Result};
 
 use crate::context::{Context, Home};
@@ -52,6 +53,14 @@ pub fn run(_ctx: &Context, args: &McpExecArgs) -> Result<ExitCode> {
     };
     let store = session::open_store(&home)?;
     let plan = prepare_exec(&store, &args.spec)?;
+    // A lease for this pid, which the server keeps after `exec`: GC leaves the tree alone while the
+    // server runs, and the lease goes stale when it exits.
+    store
+        .acquire_lease(
+            std::slice::from_ref(&plan.ready.tree),
+            LeaseOptions::default(),
+        )
+        .context("cannot take a lease on the npm tree")?;
     session::flush_store_warnings(&store);
     let error = Command::new("node")
         .arg(&plan.script)
