@@ -180,6 +180,7 @@ fn eject_all_registers_every_supported_agent_with_writable_copies() {
         ".cursor/agents/reviewer.md",
         ".cursor/skills/hello-skill/SKILL.md",
         ".agents/skills/hello-skill/SKILL.md",
+        ".codex/agents/reviewer.toml",
         ".agents/plugins/agentpack-bundle/plugin.json",
         ".agents/plugins/agentpack-bundle/skills/hello-skill/SKILL.md",
         ".agentpack/eject/plugins/agentpack-bundle/skills/hello-skill/SKILL.md",
@@ -566,6 +567,21 @@ fn the_real_codex_lists_the_ejected_server_in_a_trusted_project() {
     assert!(
         !untrusted.lines().any(|l| l.starts_with("fs ")),
         "an untrusted project's config is ignored:\n{untrusted}"
+    );
+    // The ejected custom agent (.codex/agents/reviewer.toml) reaches the model's prompt.
+    let home = codex_home.path().join("trusted");
+    let output = std::process::Command::new(PathBuf::from(&bin).join("codex"))
+        .args(["debug", "prompt-input", "hi"])
+        .current_dir(&root)
+        .env("HOME", &home)
+        .env("CODEX_HOME", home.join(".codex"))
+        .output()
+        .unwrap();
+    let prompt = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "codex debug prompt-input failed");
+    assert!(
+        prompt.contains("reviewer: {"),
+        "codex does not list the ejected custom agent"
     );
 }
 

@@ -562,12 +562,12 @@ fn register(agent: Agent, files: &[SourceFile], eject_root: &str, plan: &mut Eje
             if has("hooks.json") {
                 unregistered.push("hooks (hooks.json)");
             }
-            if has("agents") {
-                unregistered.push("custom agents (agents/)");
-            }
+            // Custom agents: Codex reads a trusted project's `.codex/agents/<name>.toml` (checked
+            // with Codex 0.171.0), like its MCP servers.
+            copy_dir(files, "codex-home/agents", ".codex/agents", false, plan);
             if !unregistered.is_empty() {
                 plan.warnings.push(format!(
-                    "codex: skills (.agents/skills) and MCP servers ({CODEX_PROJECT_CONFIG}) are registered; {} stay in {EJECT_DIR}/codex-home, not registered; use `agentpack codex` for them",
+                    "codex: skills (.agents/skills), custom agents (.codex/agents) and MCP servers ({CODEX_PROJECT_CONFIG}) are registered; {} stay in {EJECT_DIR}/codex-home, not registered; use `agentpack codex` for them",
                     unregistered.join(", ")
                 ));
             }
