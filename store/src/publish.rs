@@ -468,44 +468,26 @@ impl Store {
     /// Copy the tree at `src` into `out`, files through blobs. Returns the manifest.
     fn import_tree(&self, src: &Path, out: &Path) -> Result<Vec<Entry>> {
         fs_err::create_dir(out).ctx("create", out)?;
-        let mut entries = Vec::new();
-        let mut files = Vec::new();
-        for item in walkdir::WalkDir::new(src).follow_links(false).min_depth(1) {
-            let item = item.map_err(|err| {
-                let path = err.path().unwrap_or(src).to_path_buf();
-                StoreError::io(
-                    "walk",
-                    path,
-                    err.into_io_error()
-                        .unwrap_or_else(|| std::io::Error::other("walk")),
-                )
-            })?;
-            let relative = utf8_relative(src, item.path())?;
-            let dst = out.join(&relative);
-            let file_type = item.file_type();
-            if file_type.is_dir() {
-                fs_err::create_dir(&dst).ctx("create", &dst)?;
-                entries.push(Entry::Dir { path: relative });
-            } else if file_type.is_symlink() {
-                let target = fs_err::read_link(item.path()).ctx("read link", item.path())?;
-                let target_text = utf8_target(&target, item.path())?;
-                std::os::unix::fs::symlink(&target, &dst).ctx("create link", &dst)?;
-                entries.push(Entry::Link {
-                    path: relative,
-                    target: target_text,
-                });
-            } else if file_type.is_file() {
-                let mode = item
-                    .metadata()
-                    .map(|m| m.permissions().mode())
-                    .unwrap_or(0o644);
-                files.push((relative, item.path().to_path_buf(), dst, mode & 0o111 != 0));
-            } else {
-                return Err(StoreError::UnsupportedFileType {
-                    path: item.path().to_path_buf(),
-                });
+        let (entries, scanned) = scan_tree(src)?;
+        // Walk order puts every directory before what it holds.
+        for entry in &entries {
+            let dst = out.join(entry.path());
+            match entry {
+                Entry::Dir { .. } => fs_err::create_dir(&dst).ctx("create", &dst)?,
+                Entry::Link { target, .. } => {
+                    std::os::unix::fs::symlink(target, &dst).ctx("create link", &dst)?;
+                }
+                Entry::File { .. } => {}
             }
         }
+        let mut entries = entries;
+        let files: Vec<_> = scanned
+            .into_iter()
+            .map(|(relative, source, exec)| {
+                let dst = out.join(&relative);
+                (relative, source, dst, exec)
+            })
+            .collect();
         let file_entries: Vec<Entry> = files
             .par_iter()
             .map(|(relative, source, dst, exec)| {
