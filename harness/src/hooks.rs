@@ -768,61 +768,58 @@ mod tests {
 
     #[test]
     fn event_tables() {
-        use Agent::{Antigravity, Grok, OpenCode};
-        assert_eq!(
-            target_event(Agent::Cursor, HookFormat::Claude, "PermissionRequest").as_deref(),
-            Some("preToolUse")
-        );
-        assert_eq!(
-            target_event(Agent::Cursor, HookFormat::Claude, "UserPromptSubmit").as_deref(),
-            Some("beforeSubmitPrompt")
-        );
-        assert_eq!(
-            target_event(Agent::Cursor, HookFormat::Claude, "Notification"),
-            None
-        );
-        assert_eq!(
-            target_event(Agent::Cursor, HookFormat::Cursor, "beforeShellExecution").as_deref(),
-            Some("beforeShellExecution")
-        );
-        assert_eq!(
-            target_event(Agent::Claude, HookFormat::Cursor, "beforeSubmitPrompt").as_deref(),
-            Some("UserPromptSubmit")
-        );
-        assert_eq!(
-            target_event(Agent::Claude, HookFormat::Cursor, "beforeShellExecution"),
-            None
-        );
-        assert_eq!(
-            target_event(Agent::Codex, HookFormat::Claude, "PostCompact").as_deref(),
-            Some("PostCompact")
-        );
-        assert_eq!(
-            target_event(Agent::Codex, HookFormat::Claude, "Notification"),
-            None
-        );
-        assert_eq!(
-            target_event(Agent::Codex, HookFormat::Cursor, "stop").as_deref(),
-            Some("Stop")
-        );
-        assert_eq!(
-            target_event(OpenCode, HookFormat::Claude, "PreCompact").as_deref(),
-            Some("PreCompact")
-        );
-        assert_eq!(target_event(OpenCode, HookFormat::Claude, "Stop"), None);
-        assert_eq!(
-            target_event(Antigravity, HookFormat::Claude, "UserPromptSubmit").as_deref(),
-            Some("PreInvocation")
-        );
-        assert_eq!(
-            target_event(Antigravity, HookFormat::Claude, "PermissionRequest").as_deref(),
-            Some("PreToolUse")
-        );
-        assert_eq!(
-            target_event(Antigravity, HookFormat::Claude, "SessionEnd"),
-            None
-        );
-        assert_eq!(target_event(Grok, HookFormat::Claude, "Stop"), None);
+        use Agent::{Antigravity, Claude, Codex, Cursor, Grok, OpenCode};
+        use HookFormat as F;
+        let table: [(Agent, HookFormat, &str, Option<&str>); 16] = [
+            (Cursor, F::Claude, "PermissionRequest", Some("preToolUse")),
+            (
+                Cursor,
+                F::Claude,
+                "UserPromptSubmit",
+                Some("beforeSubmitPrompt"),
+            ),
+            (Cursor, F::Claude, "Notification", None),
+            (
+                Cursor,
+                F::Cursor,
+                "beforeShellExecution",
+                Some("beforeShellExecution"),
+            ),
+            (
+                Claude,
+                F::Cursor,
+                "beforeSubmitPrompt",
+                Some("UserPromptSubmit"),
+            ),
+            (Claude, F::Cursor, "beforeShellExecution", None),
+            (Codex, F::Claude, "PostCompact", Some("PostCompact")),
+            (Codex, F::Claude, "Notification", None),
+            (Codex, F::Cursor, "stop", Some("Stop")),
+            (OpenCode, F::Claude, "PreCompact", Some("PreCompact")),
+            (OpenCode, F::Claude, "Stop", None),
+            (
+                Antigravity,
+                F::Claude,
+                "UserPromptSubmit",
+                Some("PreInvocation"),
+            ),
+            (
+                Antigravity,
+                F::Claude,
+                "PermissionRequest",
+                Some("PreToolUse"),
+            ),
+            (Antigravity, F::Claude, "SessionEnd", None),
+            (Grok, F::Claude, "Stop", None),
+            (Claude, F::Claude, "Notification", Some("Notification")),
+        ];
+        for (agent, format, event, expected) in table {
+            assert_eq!(
+                target_event(agent, format, event).as_deref(),
+                expected,
+                "{agent} {event}"
+            );
+        }
         assert_eq!(CLAUDE_EVENTS.len(), 33);
         assert_eq!(CURSOR_EVENTS.len(), 21);
     }
