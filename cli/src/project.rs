@@ -63,7 +63,7 @@ impl Project {
 
     /// For `lock`: a lock that cannot be parsed is replaced, with a warning; a lock with an invalid
     /// content hash or an inconsistent entry is not (the docs' rule).
-    pub fn load_lock_for_relock(&self, manifest: &Manifest) -> Result<Option<Lockfile>> {
+    pub fn load_lock_for_relock(&self) -> Result<Option<Lockfile>> {
         match Lockfile::load_if_exists(&self.lock_path) {
             Ok(lock) => Ok(lock),
             Err(err) if err.is_replaceable_by_lock() => {
@@ -71,7 +71,6 @@ impl Project {
                     "{} cannot be read and will be replaced by a lock resolved from {MANIFEST_FILE}:\n  {err}",
                     self.lock_path.display()
                 ));
-                let _ = manifest;
                 Ok(None)
             }
             Err(err) => Err(err.into()),

@@ -43,7 +43,12 @@ pub fn run(ctx: &Context, args: &InitArgs) -> Result<ExitCode> {
     };
     let manifest = agentpack_lockfile::render_init_manifest(&name, &args.version);
     // The text must read back as a manifest (a bad --name or --version is refused here).
-    agentpack_lockfile::Manifest::parse(&manifest, &manifest_path)?;
+    agentpack_lockfile::Manifest::parse(&manifest, &manifest_path).with_context(|| {
+        format!(
+            "nothing was written: --name {name:?} / --version {:?} do not make a valid manifest",
+            args.version
+        )
+    })?;
     let lock =
         agentpack_lockfile::Lockfile::new(name.clone(), args.version.clone()).to_toml_string();
 

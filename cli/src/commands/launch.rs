@@ -279,12 +279,13 @@ fn fingerprint_inputs(
     project_root: &Path,
     agentpack_home: &Path,
     generation: &Path,
+    parsed_lock: Option<&agentpack_lockfile::Lockfile>,
 ) -> fingerprint::FingerprintInputs {
     let lock = project_root.join(LOCK_FILE);
     let cache = agentpack_home.join("cache");
     // Cache entries of the lock, then the source directories of path dependencies (re-copied on
     // every sync, so their edits must end the fast path too).
-    let mut cache_entries: Vec<PathBuf> = agentpack_lockfile::Lockfile::load(&lock)
+    let mut cache_entries: Vec<PathBuf> = parsed_lock
         .map(|l| {
             l.packages
                 .iter()
@@ -363,13 +364,21 @@ fn fast_path(ctx: &Context, agent: Agent) -> Result<Option<Staged>> {
     if fs_err::canonicalize(&record.pointer).ok().as_deref() != Some(record.generation.as_path()) {
         return Ok(None);
     }
-    let inputs = fingerprint_inputs(ctx, agent, &canonical, &home.root, &record.generation);
+    let lock = agentpack_lockfile::Lockfile::load(&canonical.join(LOCK_FILE)).ok();
+    let inputs = fingerprint_inputs(
+        ctx,
+        agent,
+        &canonical,
+        &home.root,
+        &record.generation,
+        lock.as_ref(),
+    );
     if fingerprint::compute(&inputs) != record.fingerprint {
         return Ok(None);
     }
     // A lock without content hashes is reported on every launch, and refused by a full sync
     // when AGENTPACK_REQUIRE_VERIFIED is set.
-    if let Ok(lock) = agentpack_lockfile::Lockfile::load(&canonical.join(LOCK_FILE)) {
+    if let Some(lock) = &lock {
         let unverified = lock.unverified_packages().count();
         if unverified > 0 {
             if env::flag(EnvVars::AGENTPACK_REQUIRE_VERIFIED) {
@@ -397,12 +406,14 @@ fn fast_path(ctx: &Context, agent: Agent) -> Result<Option<Staged>> {
 /// Records the fingerprint after a full sync (which verified everything it staged from).
 fn record_fast_path(ctx: &Context, agent: Agent, staged: &Staged) -> Result<()> {
     let canonical = fs_err::canonicalize(&staged.project_root)?;
+    let lock = agentpack_lockfile::Lockfile::load(&canonical.join(LOCK_FILE)).ok();
     let inputs = fingerprint_inputs(
         ctx,
         agent,
         &canonical,
         &staged.agentpack_home,
         &staged.generation,
+        lock.as_ref(),
     );
     let secrets = staged
         .secrets

@@ -41,7 +41,7 @@ pub struct UpdateArgs {
 pub fn run_lock(ctx: &Context, args: &LockArgs) -> Result<ExitCode> {
     let project = Project::discover(ctx)?;
     let manifest = project.load_manifest()?;
-    let old = project.load_lock_for_relock(&manifest)?;
+    let old = project.load_lock_for_relock()?;
     let policy = if args.update {
         UpdatePolicy::UpdateAll
     } else {
