@@ -47,6 +47,12 @@ pub fn run(args: &HookExecArgs) -> Result<ExitCode> {
 }
 
 fn run_dispatch(args: &DispatchArgs) -> Result<ExitCode> {
+    // Take the agent's whole payload first, even when the agent or spec turns out to be unusable: an agent
+    // writing to a hook that exits without reading would see a broken pipe instead of our message.
+    let mut payload = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut payload)
+        .context("cannot read the hook payload from stdin")?;
     let agent = Agent::from_name(&args.agent).with_context(|| {
         format!(
             "unknown agent `{}`\n  fix  use one of claude, cursor, opencode, codex, grok, agy",
@@ -54,10 +60,6 @@ fn run_dispatch(args: &DispatchArgs) -> Result<ExitCode> {
         )
     })?;
     let spec = hook_exec::load_spec(&args.spec, agent, &args.event)?;
-    let mut payload = Vec::new();
-    std::io::stdin()
-        .read_to_end(&mut payload)
-        .context("cannot read the hook payload from stdin")?;
     let outcome = hook_exec::dispatch(agent, &spec, &payload);
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(&outcome.stdout)?;
