@@ -231,6 +231,15 @@ fn eject_all_registers_every_supported_agent_with_writable_copies() {
         .as_str()
         .unwrap()
         .starts_with(&format!("{eject_text}/plugin-roots/")));
+    let codex_hooks = project.json(".codex/hooks.json");
+    let codex_command = codex_hooks["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap();
+    assert!(
+        codex_command.contains(&format!("--spec {eject_text}/hook-specs/codex/")),
+        "{codex_command}"
+    );
+    assert_eq!(codex_hooks["hooks"]["PreToolUse"][0]["matcher"], "Bash");
     let cursor_hooks = project.json(".cursor/hooks.json");
     assert_eq!(cursor_hooks["version"], 1);
     assert!(cursor_hooks["hooks"]["preToolUse"][0]["command"]
@@ -265,6 +274,7 @@ fn eject_all_registers_every_supported_agent_with_writable_copies() {
             ".cursor/mcp.json",
             ".cursor/hooks.json",
             ".codex/config.toml",
+            ".codex/hooks.json",
         ];
         if file != "agentpack.toml" && !merged.contains(&file.as_str()) {
             assert!(
@@ -582,6 +592,40 @@ fn the_real_codex_lists_the_ejected_server_in_a_trusted_project() {
     assert!(
         prompt.contains("reviewer: {"),
         "codex does not list the ejected custom agent"
+    );
+
+    // The ejected hooks are project hooks (`hooks/list` of Codex's app server). Codex still asks
+    // the user to trust each one before it runs it.
+    project.ok(&["add", project.hook_plugin().to_str().unwrap(), "--no-sync"]);
+    project.ok(&["eject", "codex"]);
+    let mut command = std::process::Command::new(PathBuf::from(&bin).join("codex"));
+    command
+        .arg("app-server")
+        .current_dir(&root)
+        .env("HOME", &home)
+        .env("CODEX_HOME", home.join(".codex"));
+    let listed = agentpack_test_support::codex_daemon::ask_app_server(
+        command,
+        "hooks/list",
+        serde_json::json!({"cwds": [root.display().to_string()]}),
+    );
+    let hooks = listed["data"][0]["hooks"].as_array().unwrap();
+    let ejected = root.join(".codex/hooks.json");
+    let hook = hooks
+        .iter()
+        .find(|h| h["sourcePath"] == ejected.display().to_string())
+        .unwrap_or_else(|| panic!("codex does not list the ejected hooks: {listed}"));
+    assert_eq!(hook["source"], "project");
+    assert_eq!(hook["eventName"], "preToolUse");
+    assert_eq!(hook["matcher"], "Bash");
+    assert_eq!(hook["trustStatus"], "untrusted");
+    assert!(hook["command"]
+        .as_str()
+        .unwrap()
+        .contains("hook-exec dispatch --agent codex"));
+    assert!(
+        listed["data"][0]["errors"].as_array().unwrap().is_empty(),
+        "{listed}"
     );
 }
 

@@ -135,3 +135,132 @@ fn opencode_lists_the_staged_skill() {
     assert!(text.contains("demo-skill"), "{text}");
     assert!(text.contains("A demo skill staged by agentpack"), "{text}");
 }
+
+/// The Codex home `codex app-server daemon start` reported (from its `socketPath`).
+fn started_daemon_home(output: &str) -> PathBuf {
+    let line = output
+        .lines()
+        .find(|l| l.contains("\"status\":\"started\""))
+        .unwrap_or_else(|| panic!("no started daemon in:\n{output}"));
+    let status: serde_json::Value = serde_json::from_str(line).unwrap();
+    let socket = PathBuf::from(status["socketPath"].as_str().unwrap());
+    socket.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// Processes whose executable lives under `dir` (Codex's daemon and its update loop run from the
+/// managed copy of Codex in the home).
+fn processes_running_from(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(exe) = std::fs::read_link(entry.path().join("exe")) {
+            if exe.starts_with(dir) {
+                found.push(format!(
+                    "{} {}",
+                    entry.file_name().to_string_lossy(),
+                    exe.display()
+                ));
+            }
+        }
+    }
+    found
+}
+
+/// A new generation: the package gains a skill.
+fn change_the_package(iso: &IsolatedHome, name: &str) {
+    write(
+        &iso.project.join(format!("pkg/skills/{name}/SKILL.md")),
+        &format!("---\nname: {name}\ndescription: Another skill.\n---\nSay {name}.\n"),
+    );
+}
+
+#[test]
+fn a_retired_codex_daemon_is_stopped_when_idle_and_kept_while_it_has_loaded_threads() {
+    let Some((iso, bin)) = project() else { return };
+
+    // Generation 1 starts a daemon in its home and nothing loads a thread: once a sync retires the
+    // generation, the daemon is stopped and the home removed.
+    let started = launch(&iso, &bin, &["codex", "app-server", "daemon", "start"]);
+    let first = started_daemon_home(&started);
+    assert!(first.join("config.toml").is_file(), "{}", first.display());
+    change_the_package(&iso, "second-skill");
+    let synced = launch(&iso, &bin, &["sync"]);
+    assert!(
+        synced.contains("Stopped the idle Codex daemon of a retired generation"),
+        "{synced}"
+    );
+    assert!(!first.exists(), "the idle generation's home is removed");
+    assert!(
+        processes_running_from(&first).is_empty(),
+        "{:?}",
+        processes_running_from(&first)
+    );
+
+    // Generation 2's daemon holds a thread, as an IDE session would: a later sync keeps it.
+    let started = launch(&iso, &bin, &["codex", "app-server", "daemon", "start"]);
+    let second = started_daemon_home(&started);
+    assert_ne!(first, second);
+    let mut client = agentpack_test_support::codex_daemon::DaemonClient::connect(&second);
+    let thread = client.call(
+        "thread/start",
+        serde_json::json!({"cwd": iso.project.display().to_string()}),
+    );
+    let thread_id = thread["thread"]["id"].as_str().unwrap().to_owned();
+    drop(client);
+    change_the_package(&iso, "third-skill");
+    let synced = launch(&iso, &bin, &["sync"]);
+    assert!(
+        !synced.contains("Stopped the idle Codex daemon"),
+        "{synced}"
+    );
+    assert!(
+        second.join("config.toml").is_file(),
+        "a busy daemon keeps its home"
+    );
+    let mut client = agentpack_test_support::codex_daemon::DaemonClient::connect(&second);
+    let loaded = client.call("thread/loaded/list", serde_json::json!({}));
+    assert_eq!(loaded["data"], serde_json::json!([thread_id]));
+    drop(client);
+
+    // Once that daemon is gone (here: stopped by hand), the next sync removes the home.
+    agentpack_harness::home_layer::codex_daemon::stop(&second, None).unwrap();
+    launch(&iso, &bin, &["sync"]);
+    assert!(!second.exists(), "the home goes once no daemon uses it");
+    assert!(processes_running_from(&second).is_empty());
+}
+
+#[test]
+fn codex_lists_the_hooks_of_the_generation_it_was_launched_with() {
+    let Some((iso, bin)) = project() else { return };
+    write(
+        &iso.project.join("pkg/hooks/hooks.json"),
+        r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo stopped"}]}]}}"#,
+    );
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut command = iso.command(&assert_cmd::cargo::cargo_bin("agentpack"), None);
+    command.env("PATH", path).args(["codex", "app-server"]);
+    let root = iso.project.canonicalize().unwrap();
+    let listed = agentpack_test_support::codex_daemon::ask_app_server(
+        command,
+        "hooks/list",
+        serde_json::json!({"cwds": [root.display().to_string()]}),
+    );
+    let entry = &listed["data"][0];
+    assert!(entry["errors"].as_array().unwrap().is_empty(), "{listed}");
+    let hooks = entry["hooks"].as_array().unwrap();
+    assert_eq!(hooks.len(), 1, "{listed}");
+    assert_eq!(hooks[0]["source"], "user");
+    assert_eq!(hooks[0]["eventName"], "stop");
+    let source = hooks[0]["sourcePath"].as_str().unwrap();
+    assert!(
+        source.contains("/ap-c/") && source.ends_with("/hooks.json"),
+        "the hooks come from the generation's Codex home: {source}"
+    );
+    assert!(hooks[0]["command"]
+        .as_str()
+        .unwrap()
+        .contains("hook-exec dispatch --agent codex --event Stop"));
+}

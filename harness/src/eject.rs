@@ -12,7 +12,8 @@
 //!               bundle's agentpack-settings.json keys
 //! Cursor        .cursor/rules/ .cursor/commands/ .cursor/agents/ .cursor/skills/<name>/
 //!               .cursor/mcp.json mcpServers.<name>; .cursor/hooks.json version, hooks.<event>[]
-//! Codex         .agents/skills/<name>/; .codex/config.toml [mcp_servers.<name>] (format-preserving)
+//! Codex         .agents/skills/<name>/ .codex/agents/<name>.toml; .codex/config.toml
+//!               [mcp_servers.<name>] (format-preserving); .codex/hooks.json hooks.<Event>[]
 //! Antigravity   .agents/plugins/agentpack-bundle/ (a real directory)
 //! ```
 //!
@@ -35,6 +36,8 @@ pub const EJECT_DIR: &str = ".agentpack/eject";
 pub const MANIFEST_PATH: &str = ".agentpack/eject/manifest.json";
 /// Codex's project configuration, where eject merges `[mcp_servers.<name>]`.
 pub const CODEX_PROJECT_CONFIG: &str = ".codex/config.toml";
+/// Codex's project hooks, where eject merges `hooks.<Event>[]`.
+pub const CODEX_PROJECT_HOOKS: &str = ".codex/hooks.json";
 /// The manifest format version.
 pub const MANIFEST_VERSION: u32 = 1;
 
@@ -549,27 +552,20 @@ fn register(agent: Agent, files: &[SourceFile], eject_root: &str, plan: &mut Eje
         }
         Agent::Codex => {
             copy_dir(files, "codex-home/skills", ".agents/skills", true, plan);
-            let has = |name: &str| {
-                files.iter().any(|f| {
-                    f.relative == format!("codex-home/{name}")
-                        || f.relative.starts_with(&format!("codex-home/{name}/"))
-                })
-            };
-            let mut unregistered = Vec::new();
             if let Some(file) = find(files, "codex-home/config.toml") {
                 merge_toml_servers(file, eject_root, plan);
             }
-            if has("hooks.json") {
-                unregistered.push("hooks (hooks.json)");
-            }
-            // Custom agents: Codex reads a trusted project's `.codex/agents/<name>.toml` (checked
-            // with Codex 0.171.0), like its MCP servers.
+            // Custom agents and hooks: Codex reads a trusted project's `.codex/agents/<name>.toml`
+            // and `.codex/hooks.json` (Claude Code's hook format), like its MCP servers (checked
+            // with Codex 0.171.0: `hooks/list` reports them with source `project`).
             copy_dir(files, "codex-home/agents", ".codex/agents", false, plan);
-            if !unregistered.is_empty() {
-                plan.warnings.push(format!(
-                    "codex: skills (.agents/skills), custom agents (.codex/agents) and MCP servers ({CODEX_PROJECT_CONFIG}) are registered; {} stay in {EJECT_DIR}/codex-home, not registered; use `agentpack codex` for them",
-                    unregistered.join(", ")
-                ));
+            if let Some(file) = find(files, "codex-home/hooks.json") {
+                if let Some(value) = parse_json(file, plan) {
+                    merge_hooks(&value, CODEX_PROJECT_HOOKS, plan);
+                    plan.warnings.push(format!(
+                        "codex: hooks are in {CODEX_PROJECT_HOOKS}; Codex runs them once the project is trusted and you have reviewed and trusted each hook in Codex"
+                    ));
+                }
             }
         }
         Agent::Antigravity => {

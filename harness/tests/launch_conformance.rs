@@ -54,6 +54,7 @@ fn run_probe(
         keep_attribution: false,
         yolo: false,
         workspace: &w.project,
+        keychain: None,
     };
     let prepared = home_layer::prepare(&request).unwrap();
     let program = launch::resolve_binary(agent, None, Some(bin.as_os_str())).unwrap();

@@ -33,6 +33,7 @@ fn request<'a>(
         keep_attribution: false,
         yolo,
         workspace: &w.project,
+        keychain: None,
     }
 }
 
@@ -392,8 +393,10 @@ fn layers_of_generations_nobody_uses_are_pruned() {
         "0123456789abcdef",
         Some(&w.staging_root),
         &keep,
+        &home_layer::DaemonPolicy::default(),
     )
-    .unwrap();
+    .unwrap()
+    .removed;
     assert_eq!(removed.len(), 2, "{removed:?}");
     assert!(!old.exists() && !old_codex.exists());
     assert!(held.is_dir());
@@ -430,7 +433,10 @@ fn codex_homes_of_projects_that_are_gone_are_removed_unless_running() {
     std::fs::create_dir_all(running.join("default/g-bbbbbbbb")).unwrap();
     std::fs::create_dir_all(unmarked.join("default/g-aaaaaaaa")).unwrap();
     let live = ["bbbbbbbb".to_string()].into_iter().collect();
-    let removed = home_layer::prune_orphan_codex_homes(base, &live).unwrap();
+    let removed =
+        home_layer::prune_orphan_codex_homes(base, &live, &home_layer::DaemonPolicy::default())
+            .unwrap()
+            .removed;
     assert!(!gone.exists(), "{removed:?}");
     assert!(running.join("default/g-bbbbbbbb").is_dir());
     assert!(!running.join("default/g-aaaaaaaa").exists());

@@ -12,7 +12,7 @@
 //! killed. Warnings are printed before the agent starts; nothing is printed after it exits except
 //! errors.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -20,10 +20,11 @@ use std::process::ExitCode;
 use agentpack_harness::home_layer::{self, HomeLayerRequest, UserEnv};
 use agentpack_harness::launch::{self, fingerprint, LaunchRequest, SecretRecord};
 use agentpack_harness::{Agent, SecretLayer};
-use agentpack_store::{LeaseOptions, LeaseState, Store, StoreOptions};
+use agentpack_store::{LeaseOptions, Store, StoreOptions};
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::commands::retired_homes;
 use crate::commands::sync::{stage_for_launch, Staged};
 use crate::context::{Context, Home, LOCK_FILE, MANIFEST_FILE};
 use crate::env::{self, EnvVars};
@@ -128,6 +129,9 @@ fn launch_with_lease(
     let user = user_env()?;
     let no_secrets = SecretLayer::default();
     let staging_override = env::var(EnvVars::AGENTPACK_STAGING_ROOT).map(PathBuf::from);
+    let keychain = cfg!(target_os = "macos").then(|| home_layer::SecurityCli {
+        program: "/usr/bin/security".into(),
+    });
     let request = HomeLayerRequest {
         agent,
         generation: &staged.generation,
@@ -142,15 +146,14 @@ fn launch_with_lease(
         keep_attribution: env::flag(EnvVars::AGENTPACK_KEEP_ATTRIBUTION),
         yolo: ctx.yolo,
         workspace: &workspace,
+        keychain: keychain.as_ref(),
     };
     let prepared = home_layer::prepare(&request)
         .with_context(|| format!("cannot prepare the {} home layer", agent.display_name()))?;
     for warning in &prepared.warnings {
         output::warn(warning);
     }
-    if let Err(error) = prune_unused_layers(store, staged, staging_override.as_deref()) {
-        output::warn(&format!("cannot remove unused home layers: {error:#}"));
-    }
+    retired_homes::retire(ctx, store, staged);
     let settings = if agent == Agent::Claude {
         let file = launch::claude_bundle(&staged.generation).join("agentpack-settings.json");
         let text = fs_err::read_to_string(&file).with_context(|| {
@@ -193,40 +196,6 @@ fn launch_with_lease(
         output::warn(&format!("{error}"));
     }
     Ok(code)
-}
-
-/// Removes this project's and mode's home layers of generations that neither this launch nor a
-/// live lease uses, and the Codex homes of projects that are gone.
-fn prune_unused_layers(
-    store: &Store,
-    staged: &Staged,
-    staging_override: Option<&Path>,
-) -> Result<()> {
-    let mut keep: BTreeSet<String> = BTreeSet::new();
-    keep.insert(home_layer::generation_id(&staged.generation));
-    for (lease, state) in store.leases()? {
-        if state == LeaseState::Live {
-            keep.extend(
-                lease
-                    .record
-                    .paths
-                    .iter()
-                    .map(|name| home_layer::generation_id(Path::new(name))),
-            );
-        }
-    }
-    home_layer::prune_layers(
-        &staged.state_dir,
-        &staged.mode_dir,
-        &staged.project_hash,
-        staging_override,
-        &keep,
-    )?;
-    // Codex homes of projects that no longer exist, wherever they were put.
-    for base in staging_override.into_iter().chain([Path::new("/var/tmp")]) {
-        home_layer::prune_orphan_codex_homes(base, &keep)?;
-    }
-    Ok(())
 }
 
 fn user_env() -> Result<UserEnv> {

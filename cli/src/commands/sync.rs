@@ -33,6 +33,7 @@ use agentpack_store::{hash_tree, Store, StorePath};
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
 
+use crate::commands::retired_homes;
 use crate::context::Context;
 use crate::env::{self, EnvVars};
 use crate::output;
@@ -109,6 +110,8 @@ pub fn run(ctx: &Context, args: &SyncArgs) -> Result<ExitCode> {
         output::warn(&warning);
     }
     links.save()?;
+    let store = session::open_store(&project.home)?;
+    retired_homes::retire(ctx, &store, &staged);
     if ctx.says() {
         output::info(&format!(
             "Staged mode `{}` at {}",

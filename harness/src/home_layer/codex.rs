@@ -3,10 +3,12 @@
 //! Pack content is mirrored from `<generation>/codex-home/` (hard links: Codex ignores a `SKILL.md`
 //! that is a symlink); `config.toml` is the user's merged with the generation's fragment and the
 //! secret layer (0600); the user's skills and themes are linked in; credentials and session history
-//! are links to their shared and native places (see the Codex guide).
+//! are links to their shared and native places (see the Codex guide). The shared `auth.json` is
+//! written from the keychain when Codex keeps its login there ([`super::codex_keychain`]).
 
 use std::path::{Path, PathBuf};
 
+use super::codex_keychain::{self, KeychainError, SecurityCli, KEYCHAIN_SERVICE};
 use super::fsops::{self, ensure_symlink, io_error, mirror, write_file};
 use super::{HomeLayerError, HomeLayerRequest, PreparedHome};
 use crate::home;
@@ -53,6 +55,56 @@ fn ensure_native(path: &Path, dir: bool) -> Result<(), HomeLayerError> {
             .map(drop)
             .map_err(|e| io_error("create", path, e))
     }
+}
+
+/// How long a shared `auth.json` that does not parse is taken to be in the middle of Codex's write.
+const IN_PLACE_WRITE_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Writes `shared_auth` (0600, atomically) from the keychain login of the real Codex home `real`
+/// when there is one the file does not have yet (see [`codex_keychain::keychain_is_newer`]). A
+/// keychain that cannot be read is a warning, returned, when the file holds no usable login
+/// (otherwise Codex works from the file and the launch says nothing); no login there is normal.
+fn materialize_from_keychain(
+    keychain: &SecurityCli,
+    real: &Path,
+    shared_auth: &Path,
+) -> Result<Option<String>, HomeLayerError> {
+    let current = match std::fs::read(shared_auth) {
+        Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_error("read", shared_auth, e)),
+    };
+    // Codex rewrites the file in place (truncate, then write): a file that does not parse and
+    // changed a moment ago is being written by a running Codex, whose write a replacement would lose.
+    if current.is_some()
+        && !codex_keychain::is_usable_auth_json(current.as_deref())
+        && std::fs::metadata(shared_auth)
+            .and_then(|meta| meta.modified())
+            .ok()
+            .and_then(|modified| modified.elapsed().ok())
+            .is_none_or(|age| age < IN_PLACE_WRITE_WINDOW)
+    {
+        return Ok(None);
+    }
+    match codex_keychain::auth_json_to_write(keychain, real, current.as_deref()) {
+        Ok(Some(auth_json)) => {
+            write_file(shared_auth, &auth_json, 0o600)?;
+            Ok(None)
+        }
+        Ok(None) => Ok(None),
+        Err(_) if codex_keychain::is_usable_auth_json(current.as_deref()) => Ok(None),
+        Err(error) => Ok(Some(keychain_warning(real, shared_auth, &error))),
+    }
+}
+
+fn keychain_warning(real: &Path, shared_auth: &Path, error: &KeychainError) -> String {
+    format!(
+        "cannot bring your Codex login from the keychain ({KEYCHAIN_SERVICE:?}, account {:?} for {}) into {}: {error}; \
+         Codex may ask you to log in: run `agentpack codex login` (it is saved to that file for every project)",
+        codex_keychain::store_key(real),
+        real.display(),
+        shared_auth.display(),
+    )
 }
 
 pub(super) fn prepare(
@@ -113,14 +165,21 @@ pub(super) fn prepare(
     )?;
     write_file(&home.join("config.toml"), config.as_bytes(), 0o600)?;
 
-    // Credentials: the real auth.json when it exists, else the shared file.
+    // Credentials: the real auth.json when it exists, else the shared file, brought up to date
+    // from the keychain when Codex keeps its login there.
     let real_auth = real.join("auth.json");
     let auth_source = if real_auth.exists() {
         real_auth
     } else {
         let shared = request.agentpack_home.join("shared/codex");
         fsops::private_dir(&shared)?;
-        shared.join("auth.json")
+        let shared_auth = shared.join("auth.json");
+        if let Some(keychain) = request.keychain {
+            if let Some(warning) = materialize_from_keychain(keychain, &real, &shared_auth)? {
+                prepared.warnings.push(warning);
+            }
+        }
+        shared_auth
     };
     ensure_symlink(&home.join("auth.json"), &auth_source)?;
     let oauth = request.state_dir.join("codex-mcp-oauth");

@@ -22,6 +22,8 @@
 //! `~/.codex`, `~/.config/opencode`, `~/.grok` or `~/.gemini`. It never prints.
 
 mod codex;
+pub mod codex_daemon;
+pub mod codex_keychain;
 mod cursor;
 pub(crate) mod fsops;
 mod grok;
@@ -36,8 +38,9 @@ use std::path::{Path, PathBuf};
 use crate::plan::{Agent, SecretLayer};
 
 pub use codex::{codex_home_dir, CODEX_SOCKET_SUFFIX, MAX_SOCKET_PATH};
+pub use codex_keychain::SecurityCli;
 pub use grok::save_grok_credentials;
-pub use prune::{layer_dirs, prune_layers, prune_orphan_codex_homes};
+pub use prune::{layer_dirs, prune_layers, prune_orphan_codex_homes, DaemonPolicy, PruneReport};
 pub use workspace_links::{WorkspaceLink, WorkspaceLinks};
 
 /// Failures preparing a home layer.
@@ -101,6 +104,9 @@ pub struct HomeLayerRequest<'a> {
     pub yolo: bool,
     /// Cursor's `--workspace` (default: where agentpack was invoked), Antigravity's working directory.
     pub workspace: &'a Path,
+    /// The OS keychain Codex may keep its login in (`security` on macOS); `None` where there is
+    /// none. Read only when `~/.codex/auth.json` does not exist.
+    pub keychain: Option<&'a SecurityCli>,
 }
 
 impl HomeLayerRequest<'_> {

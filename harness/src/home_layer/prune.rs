@@ -3,14 +3,16 @@
 //! A layer belongs to one generation (its directory is named by the generation's id). After a
 //! launch prepared its own layer, the layers of the same project and mode whose generation is
 //! neither the one launched nor held by a live lease are removed. Removal never follows a link
-//! (credentials and history are links to the user's real files, which stay). A Codex home whose
-//! daemon still answers on its control socket is kept too: a retired generation goes only when no
-//! wrapped process (a lease) and no daemon uses it.
+//! (credentials and history are links to the user's real files, which stay). A retired Codex home
+//! goes only when no wrapped process (a lease) and no daemon uses it: a daemon with loaded threads
+//! keeps it, an idle daemon is stopped first (see [`super::codex_daemon`]), and a daemon that does
+//! not answer keeps it with a warning.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use super::codex::codex_home_dir;
+use super::codex_daemon::{self, DaemonUse};
 use super::fsops::{io_error, list_names};
 use super::HomeLayerError;
 
@@ -50,47 +52,104 @@ pub fn layer_dirs(
     out
 }
 
-/// Where a Codex daemon of the home at `dir` listens.
-const CODEX_CONTROL_SOCKET: &str = "app-server-control/app-server-control.sock";
-
-/// Whether a daemon still serves the home at `dir` (its control socket accepts a connection).
-pub fn daemon_alive(dir: &Path) -> bool {
-    let socket = dir.join(CODEX_CONTROL_SOCKET);
-    socket.exists() && std::os::unix::net::UnixStream::connect(&socket).is_ok()
+/// What pruning did, for the caller to report.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PruneReport {
+    /// Layer directories removed.
+    pub removed: Vec<PathBuf>,
+    /// Codex homes whose idle daemon was stopped (before the home was removed).
+    pub stopped_daemons: Vec<PathBuf>,
+    /// Retired Codex homes kept because their daemon still has loaded threads.
+    pub busy: Vec<PathBuf>,
+    /// Homes kept for a reason the user may want to act on (a daemon that did not answer or
+    /// could not be stopped).
+    pub warnings: Vec<String>,
 }
 
-/// Removes the layers whose generation id is not in `keep`; returns what it removed.
+/// How pruning treats a retired layer's Codex daemon.
+#[derive(Debug, Clone, Copy)]
+pub struct DaemonPolicy<'a> {
+    /// The user's `codex`, to stop a daemon whose home has no managed copy of Codex.
+    pub codex: Option<&'a Path>,
+    /// How long a daemon may take to say which threads it has loaded.
+    pub probe_timeout: std::time::Duration,
+}
+
+impl Default for DaemonPolicy<'_> {
+    fn default() -> Self {
+        Self {
+            codex: None,
+            probe_timeout: codex_daemon::PROBE_TIMEOUT,
+        }
+    }
+}
+
+/// Whether a retired layer may go: `true` when nothing uses it (an idle daemon is stopped first).
+fn release(dir: &Path, policy: &DaemonPolicy<'_>, report: &mut PruneReport) -> bool {
+    match codex_daemon::probe(dir, policy.probe_timeout) {
+        DaemonUse::NotRunning => true,
+        DaemonUse::Busy { .. } => {
+            report.busy.push(dir.to_path_buf());
+            false
+        }
+        DaemonUse::Unknown(why) => {
+            report.warnings.push(format!(
+                "kept the retired Codex home {}: its daemon did not say whether it is in use ({why}); it is retried at the next sync or launch",
+                dir.display()
+            ));
+            false
+        }
+        DaemonUse::Idle => match codex_daemon::stop(dir, policy.codex) {
+            Ok(()) => {
+                report.stopped_daemons.push(dir.to_path_buf());
+                true
+            }
+            Err(error) => {
+                report.warnings.push(format!(
+                    "kept the retired Codex home {}: {error}",
+                    dir.display()
+                ));
+                false
+            }
+        },
+    }
+}
+
+/// Removes the layers whose generation id is not in `keep` and that no Codex daemon uses.
 pub fn prune_layers(
     state_dir: &Path,
     mode_dir: &str,
     project_hash: &str,
     staging_root_override: Option<&Path>,
     keep: &BTreeSet<String>,
-) -> Result<Vec<PathBuf>, HomeLayerError> {
-    let mut removed = Vec::new();
+    policy: &DaemonPolicy<'_>,
+) -> Result<PruneReport, HomeLayerError> {
+    let mut report = PruneReport::default();
     for (id, dir) in layer_dirs(state_dir, mode_dir, project_hash, staging_root_override) {
         if keep.contains(&id) {
             continue;
         }
         let is_dir = std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir());
-        if !is_dir || daemon_alive(&dir) {
+        if !is_dir || !release(&dir, policy, &mut report) {
             continue;
         }
         std::fs::remove_dir_all(&dir).map_err(|e| io_error("remove", &dir, e))?;
-        removed.push(dir);
+        report.removed.push(dir);
     }
-    Ok(removed)
+    Ok(report)
 }
 
 /// Removes the Codex homes under `<base>/ap-c/` of projects that no longer exist (their
 /// `.agentpack-project` names a missing directory), except generations in `live` (ids of
-/// generations a live lease holds). Directories without the marker are never touched.
+/// generations a live lease holds) and homes a daemon uses. Directories without the marker are
+/// never touched.
 pub fn prune_orphan_codex_homes(
     base: &Path,
     live: &BTreeSet<String>,
-) -> Result<Vec<PathBuf>, HomeLayerError> {
+    policy: &DaemonPolicy<'_>,
+) -> Result<PruneReport, HomeLayerError> {
     let root = base.join("ap-c");
-    let mut removed = Vec::new();
+    let mut report = PruneReport::default();
     for project in list_names(&root) {
         let project_dir = root.join(&project);
         let Ok(recorded) = std::fs::read_to_string(project_dir.join(".agentpack-project")) else {
@@ -109,21 +168,21 @@ pub fn prune_orphan_codex_homes(
                 let text = generation.to_string_lossy();
                 let id = text.strip_prefix("g-").unwrap_or(&text);
                 let dir = mode_dir.join(&generation);
-                if live.contains(id) || daemon_alive(&dir) {
+                if live.contains(id) || !release(&dir, policy, &mut report) {
                     kept = true;
                     continue;
                 }
                 std::fs::remove_dir_all(&dir).map_err(|e| io_error("remove", &dir, e))?;
-                removed.push(dir);
+                report.removed.push(dir);
             }
         }
         if !kept {
             std::fs::remove_dir_all(&project_dir)
                 .map_err(|e| io_error("remove", &project_dir, e))?;
-            removed.push(project_dir);
+            report.removed.push(project_dir);
         }
     }
-    Ok(removed)
+    Ok(report)
 }
 
 #[cfg(test)]
@@ -131,22 +190,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_home_whose_daemon_answers_is_kept_until_the_daemon_is_gone() {
+    fn a_home_whose_socket_does_not_answer_the_protocol_is_kept_with_a_warning() {
         let state = tempfile::tempdir().unwrap();
         let layer = state.path().join("homes/default/gen-old");
         std::fs::create_dir_all(layer.join("app-server-control")).unwrap();
         let listener =
-            std::os::unix::net::UnixListener::bind(layer.join(CODEX_CONTROL_SOCKET)).unwrap();
+            std::os::unix::net::UnixListener::bind(layer.join(codex_daemon::CONTROL_SOCKET))
+                .unwrap();
         let keep = BTreeSet::new();
         // A project hash no other test uses: Codex homes of the default location are shared.
         let project_hash = format!(
             "prune-test-{}",
             state.path().file_name().unwrap().to_string_lossy()
         );
-        let removed = prune_layers(state.path(), "default", &project_hash, None, &keep).unwrap();
+        let policy = DaemonPolicy {
+            codex: None,
+            probe_timeout: std::time::Duration::from_millis(200),
+        };
+        let report =
+            prune_layers(state.path(), "default", &project_hash, None, &keep, &policy).unwrap();
+        assert!(report.removed.is_empty(), "{report:?}");
+        assert_eq!(report.warnings.len(), 1, "{report:?}");
         assert!(
-            removed.is_empty(),
-            "a live daemon keeps its home: {removed:?}"
+            report.warnings[0].contains("did not say whether it is in use"),
+            "{report:?}"
         );
         assert!(layer.is_dir());
         drop(listener);
@@ -154,7 +221,9 @@ mod tests {
         // it execs, so the socket can answer briefly after the drop: retry for a bounded time.
         let mut removed = Vec::new();
         for _ in 0..100 {
-            removed = prune_layers(state.path(), "default", &project_hash, None, &keep).unwrap();
+            removed = prune_layers(state.path(), "default", &project_hash, None, &keep, &policy)
+                .unwrap()
+                .removed;
             if !removed.is_empty() {
                 break;
             }

@@ -2,11 +2,13 @@
 //!
 //! - [`FakeGitHub`]: REST + git smart HTTP on 127.0.0.1 over real git repositories ([`TestRepo`]).
 //! - [`RawTar`]: hand-made (also malicious) tar archives.
+//! - [`codex_daemon`]: a JSON-RPC client for Codex's app-server daemon, and a stand-in daemon.
 //! - [`IsolatedHome`]: run the `agentpack` binary with a private home and the fake GitHub.
 //!
 //! Fixtures panic on setup failures: they are for tests only and never reach beyond 127.0.0.1.
 #![allow(clippy::unwrap_used)]
 
+pub mod codex_daemon;
 pub mod fake_github;
 pub mod git_repo;
 pub mod isolated;
