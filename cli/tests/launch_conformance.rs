@@ -264,3 +264,89 @@ fn codex_lists_the_hooks_of_the_generation_it_was_launched_with() {
         .unwrap()
         .contains("hook-exec dispatch --agent codex --event Stop"));
 }
+
+#[test]
+fn a_project_trusted_in_a_launched_codex_stays_trusted_in_later_generations() {
+    let Some((iso, bin)) = project() else { return };
+    let real_config = iso.home.join(".codex/config.toml");
+    write(&real_config, "model = \"o3\"\n");
+    let root = iso.project.canonicalize().unwrap().display().to_string();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let app_server = || {
+        let mut command = iso.command(&assert_cmd::cargo::cargo_bin("agentpack"), None);
+        command
+            .env("PATH", &path)
+            .args(["codex", "app-server"])
+            .current_dir(&iso.project);
+        command
+    };
+    // Codex records the user's decision in its CODEX_HOME/config.toml (the layer's).
+    agentpack_test_support::codex_daemon::ask_app_server(
+        app_server(),
+        "config/value/write",
+        serde_json::json!({
+            "keyPath": "projects",
+            "value": {root.clone(): {"trust_level": "trusted"}},
+            "mergeStrategy": "upsert",
+        }),
+    );
+    change_the_package(&iso, "second-skill");
+    let config = agentpack_test_support::codex_daemon::ask_app_server(
+        app_server(),
+        "config/read",
+        serde_json::json!({}),
+    );
+    assert_eq!(
+        config["config"]["projects"][&root]["trust_level"], "trusted",
+        "{config}"
+    );
+    assert_eq!(config["config"]["model"], "o3", "{config}");
+    assert_eq!(
+        std::fs::read_to_string(&real_config).unwrap(),
+        "model = \"o3\"\n",
+        "the user's real config is not written"
+    );
+}
+
+#[test]
+fn a_hook_trusted_in_a_launched_codex_stays_trusted_at_the_next_launch() {
+    let Some((iso, bin)) = project() else { return };
+    write(
+        &iso.project.join("pkg/hooks/hooks.json"),
+        r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo stopped"}]}]}}"#,
+    );
+    let root = iso.project.canonicalize().unwrap().display().to_string();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let ask = |method: &str, params: serde_json::Value| {
+        let mut command = iso.command(&assert_cmd::cargo::cargo_bin("agentpack"), None);
+        command.env("PATH", &path).args(["codex", "app-server"]);
+        agentpack_test_support::codex_daemon::ask_app_server(command, method, params)
+    };
+    let list = || {
+        let listed = ask("hooks/list", serde_json::json!({"cwds": [root.clone()]}));
+        listed["data"][0]["hooks"][0].clone()
+    };
+    let hook = list();
+    assert_eq!(hook["trustStatus"], "untrusted", "{hook}");
+    // The user trusts the hook in Codex, which records it in the layer's config.toml.
+    let key = hook["key"].as_str().unwrap();
+    ask(
+        "config/value/write",
+        serde_json::json!({
+            "keyPath": "hooks",
+            "value": {"state": {key: {"trusted_hash": hook["currentHash"]}}},
+            "mergeStrategy": "upsert",
+        }),
+    );
+    let again = list();
+    assert_eq!(again["key"], hook["key"], "same generation, same home");
+    assert_eq!(again["trustStatus"], "trusted", "{again}");
+}

@@ -3,12 +3,15 @@
 //! Pack content is mirrored from `<generation>/codex-home/` (hard links: Codex ignores a `SKILL.md`
 //! that is a symlink); `config.toml` is the user's merged with the generation's fragment and the
 //! secret layer (0600); the user's skills and themes are linked in; credentials and session history
-//! are links to their shared and native places (see the Codex guide). The shared `auth.json` is
+//! are links to their shared and native places (see the Codex guide). The decisions Codex records in
+//! its `config.toml` (trusted projects and hooks, dismissed notices) are kept per project across
+//! launches ([`super::codex_state`]). The shared `auth.json` is
 //! written from the keychain when Codex keeps its login there ([`super::codex_keychain`]).
 
 use std::path::{Path, PathBuf};
 
 use super::codex_keychain::{self, KeychainError, SecurityCli, KEYCHAIN_SERVICE};
+use super::codex_state;
 use super::fsops::{self, ensure_symlink, io_error, mirror, write_file};
 use super::{HomeLayerError, HomeLayerRequest, PreparedHome};
 use crate::home;
@@ -55,6 +58,47 @@ fn ensure_native(path: &Path, dir: bool) -> Result<(), HomeLayerError> {
             .map(drop)
             .map_err(|e| io_error("create", path, e))
     }
+}
+
+/// The `config.toml` a launch wrote into the home, kept beside it to tell Codex's writes apart.
+const WRITTEN_CONFIG: &str = ".agentpack-written-config.toml";
+
+/// Per project (`$AGENTPACK_HOME/projects/<hash>/`): what Codex recorded of the user's decisions.
+pub const DECISIONS_FILE: &str = "codex-state.toml";
+
+fn read_table(path: &Path) -> Result<Option<toml::Table>, HomeLayerError> {
+    Ok(fsops::read_optional(path)?.and_then(|text| text.parse().ok()))
+}
+
+/// Saves the decisions Codex wrote into the home's `config.toml` since agentpack wrote it (see
+/// [`codex_state`]) to the project's [`DECISIONS_FILE`]. A config Codex left unparsable is a
+/// warning: nothing is saved from it.
+pub(super) fn save_decisions(
+    home: &Path,
+    state_dir: &Path,
+) -> Result<Option<String>, HomeLayerError> {
+    let config = home.join("config.toml");
+    let (Some(written), Some(after)) = (
+        read_table(&home.join(WRITTEN_CONFIG))?,
+        fsops::read_optional(&config)?,
+    ) else {
+        return Ok(None);
+    };
+    let Ok(after) = after.parse::<toml::Table>() else {
+        return Ok(Some(format!(
+            "{} does not parse; the trust decisions Codex recorded in it since the last launch are not kept",
+            config.display()
+        )));
+    };
+    let file = state_dir.join(DECISIONS_FILE);
+    let previous = read_table(&file)?.unwrap_or_default();
+    let next = codex_state::record_decisions(&previous, &written, &after, &home.to_string_lossy());
+    if next != previous {
+        if let Ok(text) = toml::to_string(&next) {
+            write_file(&file, text.as_bytes(), 0o600)?;
+        }
+    }
+    Ok(None)
 }
 
 /// How long a shared `auth.json` that does not parse is taken to be in the middle of Codex's write.
@@ -152,18 +196,32 @@ pub(super) fn prepare(
         ensure_symlink(&home.join("themes"), &themes)?;
     }
 
-    // config.toml: user's + fragment + secrets, 0600.
+    // config.toml: user's + fragment + secrets + the decisions Codex recorded earlier, 0600. What
+    // Codex wrote since this layer's last launch is saved first.
+    if let Some(warning) = save_decisions(&home, request.state_dir)? {
+        prepared.warnings.push(warning);
+    }
     let user_config = fsops::read_optional(&real.join("config.toml"))?;
     let fragment = fsops::read_optional(&staged.join("config.toml"))?.unwrap_or_default();
     let sqlite_home = real.to_string_lossy().into_owned();
-    let config = home::codex_config(
+    let mut config = home::codex_config(
         user_config.as_deref(),
         &fragment,
         request.secrets,
         request.keep_attribution,
         Some(&sqlite_home),
     )?;
+    let decisions = read_table(&request.state_dir.join(DECISIONS_FILE))?.unwrap_or_default();
+    if !decisions.is_empty() {
+        if let Ok(mut table) = config.parse::<toml::Table>() {
+            codex_state::apply_decisions(&mut table, &decisions, &home.to_string_lossy());
+            if let Ok(text) = toml::to_string(&table) {
+                config = text;
+            }
+        }
+    }
     write_file(&home.join("config.toml"), config.as_bytes(), 0o600)?;
+    write_file(&home.join(WRITTEN_CONFIG), config.as_bytes(), 0o600)?;
 
     // Credentials: the real auth.json when it exists, else the shared file, brought up to date
     // from the keychain when Codex keeps its login there.

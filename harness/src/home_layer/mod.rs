@@ -24,6 +24,7 @@
 mod codex;
 pub mod codex_daemon;
 pub mod codex_keychain;
+mod codex_state;
 mod cursor;
 pub(crate) mod fsops;
 mod grok;
@@ -57,6 +58,9 @@ pub enum HomeLayerError {
     Merge(#[from] crate::home::HomeError),
     #[error("{path} is not a directory of agentpack's staging (no {what}); run `agentpack sync`")]
     MissingTree { path: PathBuf, what: String },
+    /// Something the agent left in its layer could not be kept (the message says what).
+    #[error("{0}")]
+    NotKept(String),
 }
 
 /// The user's real environment, as the launcher read it (libraries do not read the environment).
@@ -201,15 +205,18 @@ fn place_workspace_link(
 }
 
 /// Copies what an agent changed in its layer back to where it is shared, after the agent exited
-/// (Grok's credentials). Nothing to do for the other agents.
+/// (Grok's credentials, the decisions Codex recorded in its `config.toml`). Nothing to do for the
+/// other agents.
 pub fn after_exit(
     request: &HomeLayerRequest<'_>,
     prepared: &PreparedHome,
 ) -> Result<(), HomeLayerError> {
-    if request.agent == Agent::Grok {
-        if let Some(root) = &prepared.root {
-            save_grok_credentials(root, request.agentpack_home)?;
-        }
+    match (request.agent, &prepared.root) {
+        (Agent::Grok, Some(root)) => save_grok_credentials(root, request.agentpack_home),
+        (Agent::Codex, Some(root)) => match codex::save_decisions(root, request.state_dir)? {
+            Some(warning) => Err(HomeLayerError::NotKept(warning)),
+            None => Ok(()),
+        },
+        _ => Ok(()),
     }
-    Ok(())
 }

@@ -190,8 +190,16 @@ pub fn ask_app_server(mut command: std::process::Command, method: &str, params: 
             break;
         }
     }
+    // End of input ends the app server; whatever runs it (a launcher) then finishes its own work.
     drop(stdin);
-    let _ = child.kill();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let _ = child.wait();
     let answer = answer.unwrap_or_else(|| panic!("codex app-server did not answer {method}"));
     assert!(answer.get("error").is_none(), "{method} failed: {answer}");
