@@ -235,10 +235,12 @@ fn eject_all_registers_every_supported_agent_with_writable_copies() {
     let codex_command = codex_hooks["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
         .as_str()
         .unwrap();
+    let codex_spec = codex_command.split("--spec ").nth(1).unwrap();
     assert!(
-        codex_command.contains(&format!("--spec {eject_text}/hook-specs/codex/")),
+        codex_spec.starts_with(&format!("{eject_text}/codex-home/hook-specs/")),
         "{codex_command}"
     );
+    assert!(Path::new(codex_spec).is_file(), "{codex_spec}");
     assert_eq!(codex_hooks["hooks"]["PreToolUse"][0]["matcher"], "Bash");
     let cursor_hooks = project.json(".cursor/hooks.json");
     assert_eq!(cursor_hooks["version"], 1);

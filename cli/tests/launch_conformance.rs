@@ -313,7 +313,7 @@ fn a_project_trusted_in_a_launched_codex_stays_trusted_in_later_generations() {
 }
 
 #[test]
-fn a_hook_trusted_in_a_launched_codex_stays_trusted_at_the_next_launch() {
+fn a_hook_trusted_in_a_launched_codex_stays_trusted_until_the_hook_changes() {
     let Some((iso, bin)) = project() else { return };
     write(
         &iso.project.join("pkg/hooks/hooks.json"),
@@ -349,4 +349,19 @@ fn a_hook_trusted_in_a_launched_codex_stays_trusted_at_the_next_launch() {
     let again = list();
     assert_eq!(again["key"], hook["key"], "same generation, same home");
     assert_eq!(again["trustStatus"], "trusted", "{again}");
+
+    // A new generation (another skill) has a new home, but the hook did not change: still trusted.
+    change_the_package(&iso, "second-skill");
+    let later = list();
+    assert_ne!(later["key"], hook["key"], "a new generation, a new home");
+    assert_eq!(later["currentHash"], hook["currentHash"], "{later}");
+    assert_eq!(later["trustStatus"], "trusted", "{later}");
+
+    // A changed hook is a new decision for the user.
+    write(
+        &iso.project.join("pkg/hooks/hooks.json"),
+        r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo changed"}]}]}}"#,
+    );
+    let changed = list();
+    assert_ne!(changed["trustStatus"], "trusted", "{changed}");
 }

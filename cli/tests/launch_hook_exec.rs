@@ -209,3 +209,110 @@ fn a_staged_hook_calls_back_into_agentpack() {
     assert_eq!(blocked.status.code(), Some(2));
     assert_eq!(String::from_utf8_lossy(&blocked.stderr), "blocked\n");
 }
+
+/// A Codex hook names its spec relative to `CODEX_HOME` (so its command, and the trust the user
+/// gave it in Codex, survive new generations): it runs from the launched home and says what to do
+/// without one.
+#[test]
+fn a_staged_codex_hook_finds_its_spec_in_the_codex_home() {
+    if !wired() {
+        return;
+    }
+    let iso = agentpack_test_support::IsolatedHome::new();
+    let pkg = iso.project.join("pkg");
+    let write = |path: std::path::PathBuf, text: &str| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        pkg.join(".claude-plugin/plugin.json"),
+        r#"{"name": "guard", "version": "1.0.0"}"#,
+    );
+    write(
+        pkg.join("hooks/hooks.json"),
+        r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo \"{\\\"stopped\\\":\\\"$PLUGIN_ROOT\\\"}\""}]}]}}"#,
+    );
+    write(
+        iso.project.join("agentpack.toml"),
+        "name = \"demo\"\nversion = \"0.1.0\"\n\n[dependencies]\n\"guard\" = { path = \"pkg\" }\n",
+    );
+    // A stand-in Codex that says which home it was given.
+    let bin = iso.project.parent().unwrap().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let codex = bin.join("codex");
+    let seen = bin.join("codex-home.txt");
+    std::fs::write(
+        &codex,
+        format!(
+            "#!/bin/sh\nprintf %s \"$CODEX_HOME\" > {}\n",
+            seen.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &codex,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .unwrap();
+    let output = iso
+        .command(&assert_cmd::cargo::cargo_bin("agentpack"), None)
+        .env("CODEX_PATH", &codex)
+        .arg("codex")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let home = std::path::PathBuf::from(std::fs::read_to_string(&seen).unwrap());
+    let hooks: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join("hooks.json")).unwrap()).unwrap();
+    let command = hooks["hooks"]["Stop"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        command.contains("--spec codex-home:hook-specs/")
+            && !command.contains(&*home.to_string_lossy()),
+        "the command names neither the generation nor the home: {command}"
+    );
+    let run = |codex_home: Option<&std::path::Path>| {
+        let mut command_line = Command::new("/bin/sh");
+        command_line
+            .arg("-c")
+            .arg(&command)
+            .env_remove("CODEX_HOME")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(home) = codex_home {
+            command_line.env("CODEX_HOME", home);
+        }
+        let mut child = command_line.spawn().unwrap();
+        child.stdin.take().unwrap().write_all(b"{}").unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let ran = run(Some(&home));
+    assert_eq!(
+        ran.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&ran.stdout).unwrap();
+    assert!(
+        answer["stopped"]
+            .as_str()
+            .unwrap()
+            .contains("/plugin-roots/"),
+        "runs in the staged copy: {answer}"
+    );
+    let lost = run(None);
+    assert!(!lost.status.success());
+    let stderr = String::from_utf8_lossy(&lost.stderr);
+    assert!(
+        stderr.contains("CODEX_HOME") && stderr.contains("agentpack codex"),
+        "{stderr}"
+    );
+}

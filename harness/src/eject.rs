@@ -439,6 +439,34 @@ fn merge_hooks(value: &Value, target: &str, plan: &mut EjectPlan) {
     }
 }
 
+/// Points Codex hook commands that name their spec relative to `CODEX_HOME` (which an editor's
+/// Codex sets to the user's own home) at the ejected copy instead.
+fn anchor_codex_specs(value: &mut Value, eject_root: &str) {
+    let marker = format!("--spec {}", crate::hooks::CODEX_HOME_SPEC);
+    let Some(events) = value.get_mut("hooks").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for groups in events.values_mut() {
+        for group in groups.as_array_mut().into_iter().flatten() {
+            let Some(handlers) = group.get_mut("hooks").and_then(Value::as_array_mut) else {
+                continue;
+            };
+            for handler in handlers {
+                let Some(command) = handler.get("command").and_then(Value::as_str) else {
+                    continue;
+                };
+                if let Some((program, relative)) = command.split_once(&marker) {
+                    let spec = format!("{eject_root}/{}/{relative}", staged_root(Agent::Codex));
+                    handler["command"] = Value::String(format!(
+                        "{program}--spec {}",
+                        crate::hooks::shell_quote(&spec)
+                    ));
+                }
+            }
+        }
+    }
+}
+
 fn register(agent: Agent, files: &[SourceFile], eject_root: &str, plan: &mut EjectPlan) {
     match agent {
         Agent::Claude => {
@@ -560,7 +588,8 @@ fn register(agent: Agent, files: &[SourceFile], eject_root: &str, plan: &mut Eje
             // with Codex 0.171.0: `hooks/list` reports them with source `project`).
             copy_dir(files, "codex-home/agents", ".codex/agents", false, plan);
             if let Some(file) = find(files, "codex-home/hooks.json") {
-                if let Some(value) = parse_json(file, plan) {
+                if let Some(mut value) = parse_json(file, plan) {
+                    anchor_codex_specs(&mut value, eject_root);
                     merge_hooks(&value, CODEX_PROJECT_HOOKS, plan);
                     plan.warnings.push(format!(
                         "codex: hooks are in {CODEX_PROJECT_HOOKS}; Codex runs them once the project is trusted and you have reviewed and trusted each hook in Codex"

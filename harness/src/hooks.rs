@@ -600,6 +600,64 @@ fn substitute(text: &str, package: &PackageHooks) -> String {
     crate::mcp::substitute_plugin_vars(text, &package.plugin_root, &package.plugin_data).0
 }
 
+/// How a Codex hook names its spec: relative to `CODEX_HOME`, which Codex passes to its hooks.
+///
+/// Codex asks the user to trust each hook and keys that trust to a hash of the hook's command, so
+/// the command must not change when nothing about the hook did: it names neither the generation nor
+/// the home, only a spec whose name is a digest of its content with the generation's path left
+/// out (see [`codex_spec_name`]). `hook-exec dispatch` resolves it with [`resolve_spec_arg`].
+pub const CODEX_HOME_SPEC: &str = "codex-home:";
+
+/// Where Codex hook specs are staged, inside the Codex home.
+pub const CODEX_SPEC_DIR: &str = "hook-specs";
+
+/// The file name of a Codex hook spec: a digest of the hook's definition (the spec without where
+/// its package is staged, which changes with every generation and every change to the package), so
+/// a hook keeps its name, its command and the user's trust in Codex until the hook itself changes.
+fn codex_spec_name(spec: &[u8], generation_root: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut definition: Value = serde_json::from_slice(spec).unwrap_or(Value::Null);
+    for handler in definition
+        .get_mut("handlers")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        for (field, placeholder) in [
+            ("plugin_root", "<plugin-root>"),
+            ("plugin_data", "<plugin-data>"),
+        ] {
+            if let Some(Value::String(path)) = handler.get(field).cloned() {
+                if let Some(object) = handler.as_object_mut() {
+                    object.insert(field.into(), json!(placeholder));
+                }
+                // The package's paths also appear substituted into its command and arguments.
+                let text = serde_json::to_string(&*handler).unwrap_or_default();
+                *handler =
+                    serde_json::from_str(&text.replace(&path, placeholder)).unwrap_or(Value::Null);
+            }
+        }
+    }
+    let mut text = serde_json::to_string(&definition).unwrap_or_default();
+    if !generation_root.is_empty() {
+        text = text.replace(generation_root, "<generation>");
+    }
+    let digest = hex::encode(Sha256::digest(text.as_bytes()));
+    format!("{}.json", &digest[..16])
+}
+
+/// The spec file a `--spec` argument names: a path, or [`CODEX_HOME_SPEC`]`<relative>` under
+/// `codex_home` (`None` when `CODEX_HOME` is not set, which the caller reports).
+pub fn resolve_spec_arg(
+    spec: &std::path::Path,
+    codex_home: Option<&std::path::Path>,
+) -> Option<std::path::PathBuf> {
+    match spec.to_str().and_then(|s| s.strip_prefix(CODEX_HOME_SPEC)) {
+        Some(relative) => codex_home.map(|home| home.join(relative)),
+        None => Some(spec.to_path_buf()),
+    }
+}
+
 fn spec_bytes(spec: &HookSpec) -> Vec<u8> {
     crate::json_bytes(&serde_json::to_value(spec).unwrap_or(Value::Null))
 }
@@ -636,19 +694,26 @@ pub fn render(
                     continue;
                 }
                 index += 1;
-                let spec_path = format!("{spec_dir}/{index:03}.json");
-                let absolute = format!("{}/{spec_path}", context.generation_root);
+                let spec = spec_bytes(&HookSpec {
+                    version: 1,
+                    agent: agent.as_str().into(),
+                    event: item.event.clone(),
+                    handlers: vec![item.spec_handler],
+                });
+                let (spec_path, spec_arg) = if agent == Agent::Codex {
+                    let name = codex_spec_name(&spec, context.generation_root);
+                    (
+                        format!("{}/{CODEX_SPEC_DIR}/{name}", crate::codex::ROOT),
+                        format!("{CODEX_HOME_SPEC}{CODEX_SPEC_DIR}/{name}"),
+                    )
+                } else {
+                    let spec_path = format!("{spec_dir}/{index:03}.json");
+                    let absolute = format!("{}/{spec_path}", context.generation_root);
+                    (spec_path, absolute)
+                };
                 let command =
-                    dispatch_command(context.agentpack_exe, agent, &item.event, &absolute);
-                out.files.push((
-                    spec_path,
-                    spec_bytes(&HookSpec {
-                        version: 1,
-                        agent: agent.as_str().into(),
-                        event: item.event.clone(),
-                        handlers: vec![item.spec_handler],
-                    }),
-                ));
+                    dispatch_command(context.agentpack_exe, agent, &item.event, &spec_arg);
+                out.files.push((spec_path, spec));
                 let list = events.entry(item.event).or_default();
                 if agent == Agent::Cursor {
                     let mut entry = Map::new();
@@ -851,5 +916,66 @@ mod tests {
     fn quoting() {
         assert_eq!(shell_quote("/opt/bin/agentpack"), "/opt/bin/agentpack");
         assert_eq!(shell_quote("/a b/it's"), r"'/a b/it'\''s'");
+    }
+
+    fn codex_spec(generation: &str, package: &str, command: &str) -> Vec<u8> {
+        let root = format!("{generation}/plugin-roots/{package}");
+        spec_bytes(&HookSpec {
+            version: 1,
+            agent: "codex".into(),
+            event: "Stop".into(),
+            handlers: vec![HookSpecHandler {
+                module: "github.com/acme/guard".into(),
+                source: "hooks/hooks.json".into(),
+                source_event: "Stop".into(),
+                matcher: None,
+                plugin_root: root.clone(),
+                plugin_data: format!("/data/{package}"),
+                command: command.replace("${CLAUDE_PLUGIN_ROOT}", &root),
+                args: None,
+                timeout: None,
+                fail_closed: None,
+            }],
+        })
+    }
+
+    #[test]
+    fn a_codex_spec_is_named_by_its_hook_not_by_where_it_is_staged() {
+        let hook = "sh ${CLAUDE_PLUGIN_ROOT}/stop.sh";
+        let first = codex_spec_name(
+            &codex_spec("/s/aaaa-gen", "guard-1111", hook),
+            "/s/aaaa-gen",
+        );
+        let moved = codex_spec_name(
+            &codex_spec("/s/bbbb-gen", "guard-2222", hook),
+            "/s/bbbb-gen",
+        );
+        assert_eq!(
+            first, moved,
+            "another generation, another staged copy: same hook"
+        );
+        let changed = codex_spec_name(
+            &codex_spec(
+                "/s/aaaa-gen",
+                "guard-1111",
+                "sh ${CLAUDE_PLUGIN_ROOT}/other.sh",
+            ),
+            "/s/aaaa-gen",
+        );
+        assert_ne!(first, changed, "a changed hook is a new name");
+        assert!(first.ends_with(".json") && first.len() == 21, "{first}");
+    }
+
+    #[test]
+    fn a_codex_home_spec_resolves_under_codex_home_only() {
+        use std::path::Path;
+        let spec = Path::new("codex-home:hook-specs/abc.json");
+        assert_eq!(
+            resolve_spec_arg(spec, Some(Path::new("/h"))),
+            Some(Path::new("/h/hook-specs/abc.json").to_path_buf())
+        );
+        assert_eq!(resolve_spec_arg(spec, None), None);
+        let plain = Path::new("/gen/hook-specs/claude/001.json");
+        assert_eq!(resolve_spec_arg(plain, None), Some(plain.to_path_buf()));
     }
 }

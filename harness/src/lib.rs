@@ -19,7 +19,7 @@
 //! grok/                       Grok bundle + home-layer fragments (grok.rs)
 //! agy/agentpack-bundle/       Antigravity workspace plugin (antigravity.rs)
 //! plugin-roots/<key prefix>/  package copies that servers and hooks run in
-//! hook-specs/<agent>/         what `agentpack hook-exec dispatch` runs
+//! hook-specs/<agent>/         what `agentpack hook-exec dispatch` runs (Codex's: codex-home/hook-specs/)
 //! ```
 
 pub mod antigravity;

@@ -28,7 +28,7 @@ use agentpack_store::{PlannedFile, Source, Store, StoreError, StorePath, StorePa
 use indexmap::IndexMap;
 
 /// Bumped whenever rendering changes in a way the crate versions do not capture.
-const GENERATION_FORMAT: &str = "agentpack-generation-v1";
+const GENERATION_FORMAT: &str = "agentpack-generation-v2"; // v2: Codex hook specs in codex-home
 
 /// The file inside every generation that records what rendering reported, so a reused generation
 /// can say it again.

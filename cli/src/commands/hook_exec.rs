@@ -9,8 +9,8 @@ use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agentpack_harness::hook_exec;
 use agentpack_harness::Agent;
+use agentpack_harness::{hook_exec, hooks};
 use anyhow::{Context as _, Result};
 
 /// `hook-exec`'s subcommands.
@@ -59,7 +59,14 @@ fn run_dispatch(args: &DispatchArgs) -> Result<ExitCode> {
             args.agent
         )
     })?;
-    let spec = hook_exec::load_spec(&args.spec, agent, &args.event)?;
+    let codex_home = std::env::var_os("CODEX_HOME").map(PathBuf::from);
+    let spec_path = hooks::resolve_spec_arg(&args.spec, codex_home.as_deref()).with_context(|| {
+        format!(
+            "the hook names its spec `{}` relative to CODEX_HOME, which is not set\n  fix  start Codex with `agentpack codex`, or run `agentpack eject codex` again",
+            args.spec.display()
+        )
+    })?;
+    let spec = hook_exec::load_spec(&spec_path, agent, &args.event)?;
     let outcome = hook_exec::dispatch(agent, &spec, &payload);
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(&outcome.stdout)?;
