@@ -71,18 +71,38 @@ fn project() -> Option<(IsolatedHome, PathBuf)> {
     Some((iso, bin))
 }
 
-fn launch(iso: &IsolatedHome, bin: &Path, args: &[&str]) -> String {
+/// `agentpack <args>` in the isolated home, with the agents first on `PATH`.
+fn agentpack(iso: &IsolatedHome, bin: &Path, args: &[&str]) -> std::process::Command {
     let path = format!(
         "{}:{}",
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let output: Output = iso
-        .command(&assert_cmd::cargo::cargo_bin("agentpack"), None)
-        .env("PATH", path)
-        .args(args)
-        .output()
-        .unwrap();
+    let mut command = iso.command(&assert_cmd::cargo::cargo_bin("agentpack"), None);
+    command.env("PATH", path).args(args);
+    command
+}
+
+/// Asks the app server `agentpack codex app-server` starts (in the generation's Codex home).
+fn ask_launched_codex(
+    iso: &IsolatedHome,
+    bin: &Path,
+    method: &str,
+    params: serde_json::Value,
+) -> serde_json::Value {
+    agentpack_test_support::codex_daemon::ask_app_server(
+        agentpack(iso, bin, &["codex", "app-server"]),
+        method,
+        params,
+    )
+}
+
+/// A package hook Codex lists as `stop`.
+const STOP_HOOK: &str =
+    r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo stopped"}]}]}}"#;
+
+fn launch(iso: &IsolatedHome, bin: &Path, args: &[&str]) -> String {
+    let output: Output = agentpack(iso, bin, args).output().unwrap();
     let text = format!(
         "{}\n{}",
         String::from_utf8_lossy(&output.stdout),
@@ -231,20 +251,11 @@ fn a_retired_codex_daemon_is_stopped_when_idle_and_kept_while_it_has_loaded_thre
 #[test]
 fn codex_lists_the_hooks_of_the_generation_it_was_launched_with() {
     let Some((iso, bin)) = project() else { return };
-    write(
-        &iso.project.join("pkg/hooks/hooks.json"),
-        r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo stopped"}]}]}}"#,
-    );
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut command = iso.command(&assert_cmd::cargo::cargo_bin("agentpack"), None);
-    command.env("PATH", path).args(["codex", "app-server"]);
+    write(&iso.project.join("pkg/hooks/hooks.json"), STOP_HOOK);
     let root = iso.project.canonicalize().unwrap();
-    let listed = agentpack_test_support::codex_daemon::ask_app_server(
-        command,
+    let listed = ask_launched_codex(
+        &iso,
+        &bin,
         "hooks/list",
         serde_json::json!({"cwds": [root.display().to_string()]}),
     );
@@ -271,22 +282,10 @@ fn a_project_trusted_in_a_launched_codex_stays_trusted_in_later_generations() {
     let real_config = iso.home.join(".codex/config.toml");
     write(&real_config, "model = \"o3\"\n");
     let root = iso.project.canonicalize().unwrap().display().to_string();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let app_server = || {
-        let mut command = iso.command(&assert_cmd::cargo::cargo_bin("agentpack"), None);
-        command
-            .env("PATH", &path)
-            .args(["codex", "app-server"])
-            .current_dir(&iso.project);
-        command
-    };
     // Codex records the user's decision in its CODEX_HOME/config.toml (the layer's).
-    agentpack_test_support::codex_daemon::ask_app_server(
-        app_server(),
+    ask_launched_codex(
+        &iso,
+        &bin,
         "config/value/write",
         serde_json::json!({
             "keyPath": "projects",
@@ -295,11 +294,7 @@ fn a_project_trusted_in_a_launched_codex_stays_trusted_in_later_generations() {
         }),
     );
     change_the_package(&iso, "second-skill");
-    let config = agentpack_test_support::codex_daemon::ask_app_server(
-        app_server(),
-        "config/read",
-        serde_json::json!({}),
-    );
+    let config = ask_launched_codex(&iso, &bin, "config/read", serde_json::json!({}));
     assert_eq!(
         config["config"]["projects"][&root]["trust_level"], "trusted",
         "{config}"
@@ -315,21 +310,10 @@ fn a_project_trusted_in_a_launched_codex_stays_trusted_in_later_generations() {
 #[test]
 fn a_hook_trusted_in_a_launched_codex_stays_trusted_until_the_hook_changes() {
     let Some((iso, bin)) = project() else { return };
-    write(
-        &iso.project.join("pkg/hooks/hooks.json"),
-        r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo stopped"}]}]}}"#,
-    );
+    write(&iso.project.join("pkg/hooks/hooks.json"), STOP_HOOK);
     let root = iso.project.canonicalize().unwrap().display().to_string();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let ask = |method: &str, params: serde_json::Value| {
-        let mut command = iso.command(&assert_cmd::cargo::cargo_bin("agentpack"), None);
-        command.env("PATH", &path).args(["codex", "app-server"]);
-        agentpack_test_support::codex_daemon::ask_app_server(command, method, params)
-    };
+    let ask =
+        |method: &str, params: serde_json::Value| ask_launched_codex(&iso, &bin, method, params);
     let list = || {
         let listed = ask("hooks/list", serde_json::json!({"cwds": [root.clone()]}));
         listed["data"][0]["hooks"][0].clone()

@@ -54,6 +54,79 @@ fn dispatch(
     child.wait_with_output().unwrap()
 }
 
+/// A project whose one path package ("guard") ships `hooks_json` and `scripts`.
+fn guard_project(
+    hooks_json: &str,
+    scripts: &[(&str, &str)],
+) -> agentpack_test_support::IsolatedHome {
+    let iso = agentpack_test_support::IsolatedHome::new();
+    let pkg = iso.project.join("pkg");
+    let write = |path: std::path::PathBuf, text: &str| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        pkg.join(".claude-plugin/plugin.json"),
+        r#"{"name": "guard", "version": "1.0.0"}"#,
+    );
+    write(pkg.join("hooks/hooks.json"), hooks_json);
+    for (path, text) in scripts {
+        write(pkg.join(path), text);
+    }
+    write(
+        iso.project.join("agentpack.toml"),
+        "name = \"demo\"\nversion = \"0.1.0\"\n\n[dependencies]\n\"guard\" = { path = \"pkg\" }\n",
+    );
+    iso
+}
+
+/// An executable stand-in agent `name` beside the project, running `script`.
+fn stand_in(
+    iso: &agentpack_test_support::IsolatedHome,
+    name: &str,
+    script: &str,
+) -> std::path::PathBuf {
+    let bin = iso.project.parent().unwrap().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let path = bin.join(name);
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(
+        &path,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .unwrap();
+    path
+}
+
+/// Runs a staged hook's command line the way an agent does (`/bin/sh -c`), with `payload` on stdin.
+fn run_hook(
+    command: &str,
+    env: &[(&str, Option<&std::path::Path>)],
+    payload: &str,
+) -> std::process::Output {
+    let mut shell = Command::new("/bin/sh");
+    shell
+        .arg("-c")
+        .arg(command)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (name, value) in env {
+        match value {
+            Some(value) => shell.env(name, value),
+            None => shell.env_remove(name),
+        };
+    }
+    let mut child = shell.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
 #[test]
 fn a_handler_answers_through_dispatch() {
     if !wired() {
@@ -117,37 +190,14 @@ fn a_staged_hook_calls_back_into_agentpack() {
     if !wired() {
         return;
     }
-    let iso = agentpack_test_support::IsolatedHome::new();
-    let pkg = iso.project.join("pkg");
-    let write = |path: std::path::PathBuf, text: &str| {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    };
-    write(
-        pkg.join(".claude-plugin/plugin.json"),
-        r#"{"name": "guard", "version": "1.0.0"}"#,
-    );
-    write(
-        pkg.join("hooks/hooks.json"),
+    let iso = guard_project(
         r#"{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "sh ${CLAUDE_PLUGIN_ROOT}/scripts/guard.sh"}]}]}}"#,
+        &[(
+            "scripts/guard.sh",
+            "input=$(cat)\ncase \"$input\" in *rm*) echo blocked >&2; exit 2;; esac\necho \"{\\\"root\\\":\\\"$PWD\\\"}\"\n",
+        )],
     );
-    write(
-        pkg.join("scripts/guard.sh"),
-        "input=$(cat)\ncase \"$input\" in *rm*) echo blocked >&2; exit 2;; esac\necho \"{\\\"root\\\":\\\"$PWD\\\"}\"\n",
-    );
-    write(
-        iso.project.join("agentpack.toml"),
-        "name = \"demo\"\nversion = \"0.1.0\"\n\n[dependencies]\n\"guard\" = { path = \"pkg\" }\n",
-    );
-    let bin = iso.project.parent().unwrap().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let claude = bin.join("claude");
-    std::fs::write(&claude, "#!/bin/sh\nexit 0\n").unwrap();
-    std::fs::set_permissions(
-        &claude,
-        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
-    )
-    .unwrap();
+    let claude = stand_in(&iso, "claude", "#!/bin/sh\nexit 0\n");
     let output = iso
         .command(&assert_cmd::cargo::cargo_bin("agentpack"), None)
         .env("CLAUDE_PATH", &claude)
@@ -173,23 +223,7 @@ fn a_staged_hook_calls_back_into_agentpack() {
         command.contains("hook-exec dispatch --agent claude --event PreToolUse"),
         "{command}"
     );
-    let run = |payload: &str| {
-        let mut child = Command::new("/bin/sh")
-            .arg("-c")
-            .arg(&command)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(payload.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    };
+    let run = |payload: &str| run_hook(&command, &[], payload);
     let allowed = run(r#"{"tool_name":"Bash","tool_input":{"command":"ls"}}"#);
     assert_eq!(
         allowed.status.code(),
@@ -218,42 +252,20 @@ fn a_staged_codex_hook_finds_its_spec_in_the_codex_home() {
     if !wired() {
         return;
     }
-    let iso = agentpack_test_support::IsolatedHome::new();
-    let pkg = iso.project.join("pkg");
-    let write = |path: std::path::PathBuf, text: &str| {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    };
-    write(
-        pkg.join(".claude-plugin/plugin.json"),
-        r#"{"name": "guard", "version": "1.0.0"}"#,
-    );
-    write(
-        pkg.join("hooks/hooks.json"),
+    let iso = guard_project(
         r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo \"{\\\"stopped\\\":\\\"$PLUGIN_ROOT\\\"}\""}]}]}}"#,
-    );
-    write(
-        iso.project.join("agentpack.toml"),
-        "name = \"demo\"\nversion = \"0.1.0\"\n\n[dependencies]\n\"guard\" = { path = \"pkg\" }\n",
+        &[],
     );
     // A stand-in Codex that says which home it was given.
-    let bin = iso.project.parent().unwrap().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let codex = bin.join("codex");
-    let seen = bin.join("codex-home.txt");
-    std::fs::write(
-        &codex,
-        format!(
+    let seen = iso.project.parent().unwrap().join("codex-home.txt");
+    let codex = stand_in(
+        &iso,
+        "codex",
+        &format!(
             "#!/bin/sh\nprintf %s \"$CODEX_HOME\" > {}\n",
             seen.display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        &codex,
-        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
-    )
-    .unwrap();
+    );
     let output = iso
         .command(&assert_cmd::cargo::cargo_bin("agentpack"), None)
         .env("CODEX_PATH", &codex)
@@ -278,20 +290,7 @@ fn a_staged_codex_hook_finds_its_spec_in_the_codex_home() {
         "the command names neither the generation nor the home: {command}"
     );
     let run = |codex_home: Option<&std::path::Path>| {
-        let mut command_line = Command::new("/bin/sh");
-        command_line
-            .arg("-c")
-            .arg(&command)
-            .env_remove("CODEX_HOME")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        if let Some(home) = codex_home {
-            command_line.env("CODEX_HOME", home);
-        }
-        let mut child = command_line.spawn().unwrap();
-        child.stdin.take().unwrap().write_all(b"{}").unwrap();
-        child.wait_with_output().unwrap()
+        run_hook(&command, &[("CODEX_HOME", codex_home)], "{}")
     };
     let ran = run(Some(&home));
     assert_eq!(
