@@ -49,6 +49,11 @@ pub struct GlobalArgs {
     /// Let the agent act without asking (mapped to each agent's own flag or setting).
     #[arg(long, global = true)]
     pub yolo: bool,
+
+    /// The workspace a launched agent works in (default: the current directory). Cursor reads
+    /// sub-agents from <DIR>/.cursor/agents; Grok gets it as --cwd, Antigravity as --add-dir.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

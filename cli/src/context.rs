@@ -35,6 +35,8 @@ pub struct Context {
     pub verbosity: Verbosity,
     pub mode: Option<String>,
     pub yolo: bool,
+    /// `--workspace`, relative to `cwd` resolved; the launchers' default is `cwd`.
+    pub workspace: Option<PathBuf>,
 }
 
 impl Context {
@@ -49,6 +51,7 @@ impl Context {
         };
         Ok(Self {
             project_root_flag: global.project_root.as_ref().map(|dir| cwd.join(dir)),
+            workspace: global.workspace.as_ref().map(|dir| cwd.join(dir)),
             cwd,
             json: global.json,
             verbosity,

@@ -654,3 +654,96 @@ fn a_codex_servers_secret_values_stay_out_with_a_warning() {
         "api-server"
     );
 }
+
+#[test]
+fn remove_with_json_lists_what_it_took_out_and_what_it_left() {
+    let project = Project::new();
+    project.write(
+        ".mcp.json",
+        r#"{"mcpServers":{"mine":{"command":"my-server"}}}"#,
+    );
+    project.ok(&["eject", "claude"]);
+    let manifest = project.json(".agentpack/eject/manifest.json");
+    // The user changes the value of a server eject added: --remove leaves that key.
+    let mut mcp = project.json(".mcp.json");
+    mcp["mcpServers"]["fs"]["command"] = serde_json::json!("my-own-npx");
+    project.write(".mcp.json", &serde_json::to_string(&mcp).unwrap());
+
+    let output = project.run(&["--json", "eject", "--remove"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {:?}", output.stdout));
+    assert_eq!(report["schema_version"], 1);
+    assert!(report["features"]
+        .as_array()
+        .unwrap()
+        .contains(&serde_json::json!("json-reads-v1")));
+    assert_eq!(report["agents"], serde_json::json!(["claude"]));
+    assert_eq!(report["manifest"], ".agentpack/eject/manifest.json");
+
+    let recorded_files: Vec<&serde_json::Value> = manifest["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| &f["path"])
+        .collect();
+    let removed_files: Vec<&serde_json::Value> = report["removed"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .collect();
+    assert!(!removed_files.is_empty());
+    for file in &recorded_files {
+        assert!(removed_files.contains(file), "{file} is listed as removed");
+        assert!(!project.path(file.as_str().unwrap()).exists());
+    }
+    // `.claude/settings.json` did not exist: eject created it, --remove deleted it.
+    assert!(removed_files.contains(&&serde_json::json!(".claude/settings.json")));
+    assert!(!project.path(".claude/settings.json").exists());
+
+    let fs_key =
+        serde_json::json!({"file": ".mcp.json", "path": ["mcpServers", "fs"], "kind": "key"});
+    assert_eq!(report["left"]["settings"], serde_json::json!([fs_key]));
+    let removed_settings = report["removed"]["settings"].as_array().unwrap();
+    assert!(!removed_settings.contains(&fs_key));
+    assert_eq!(
+        removed_settings.len() + 1,
+        manifest["edits"].as_array().unwrap().len(),
+        "every recorded setting is either removed or left"
+    );
+    let outcomes: BTreeMap<String, String> = report["json_files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["file"].as_str().unwrap().to_owned(),
+                f["outcome"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(outcomes[".mcp.json"], "edited");
+    assert_eq!(outcomes[".claude/settings.json"], "deleted");
+
+    let removed_dirs = report["removed"]["dirs"].as_array().unwrap();
+    assert!(removed_dirs.contains(&serde_json::json!(".agentpack/eject")));
+    for dir in removed_dirs {
+        assert!(
+            !project.path(dir.as_str().unwrap()).exists(),
+            "{dir} is gone"
+        );
+    }
+    assert_eq!(report["left"]["dirs"], serde_json::json!([]));
+
+    // Nothing left to remove: still one envelope, with nothing in it.
+    let again = project.run(&["--json", "eject", "--remove"]);
+    assert!(again.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(report["schema_version"], 1);
+    assert_eq!(report["manifest"], serde_json::Value::Null);
+    assert_eq!(report["removed"]["files"], serde_json::json!([]));
+}

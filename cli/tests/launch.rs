@@ -260,8 +260,41 @@ fn changed(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) 
                 && *k != ".cache"
         })
         .filter(|k| before.get(*k) != after.get(*k))
+        // The one thing the docs let every sync create in a real agent home: Codex's session
+        // history, empty (sync_creates_only_the_codex_session_history checks it).
+        .filter(|k| {
+            let created = !before.contains_key(*k);
+            !(created && CODEX_HISTORY.contains(&k.as_str()))
+        })
         .cloned()
         .collect()
+}
+
+/// What every sync makes sure exists in `~/.codex` (as the snapshot names them).
+const CODEX_HISTORY: [&str; 3] = [
+    ".codex/archived_sessions",
+    ".codex/history.jsonl",
+    ".codex/sessions",
+];
+
+#[test]
+fn sync_creates_only_the_codex_session_history() {
+    let Some(t) = setup() else { return };
+    let before = snapshot(&t.iso.home);
+    t.ok(&["sync"], &[]);
+    let after = snapshot(&t.iso.home);
+    let created: Vec<&String> = after
+        .keys()
+        .filter(|k| {
+            !before.contains_key(*k) && !k.starts_with(".local") && !k.starts_with(".cache")
+        })
+        .collect();
+    assert_eq!(created, CODEX_HISTORY.iter().collect::<Vec<_>>());
+    assert!(t.iso.home.join(".codex/sessions").is_dir());
+    assert_eq!(
+        std::fs::read(t.iso.home.join(".codex/history.jsonl")).unwrap(),
+        b""
+    );
 }
 
 #[test]
@@ -442,13 +475,9 @@ fn codex_gets_a_home_with_history_links_and_the_yolo_flag() {
         config.contains("model = \"gpt-5\"") && config.contains("sk-SENTINEL"),
         "{config}"
     );
-    assert_eq!(
-        changed(&before, &snapshot(&t.iso.home)),
-        [
-            ".codex/archived_sessions",
-            ".codex/history.jsonl",
-            ".codex/sessions"
-        ]
+    assert!(
+        changed(&before, &snapshot(&t.iso.home)).is_empty(),
+        "only the session history is created in ~/.codex"
     );
 }
 
@@ -645,4 +674,60 @@ fn secrets_reach_the_agent_when_a_bare_sync_built_the_generation() {
         "{:?}",
         seen.env
     );
+}
+
+/// agy's workspace plugin link lives in `./.agents/`, the project overlay; it is agentpack's own,
+/// so it changes neither the generation nor the fast path (a reviewer found every agy launch built
+/// a new generation).
+#[test]
+fn the_agy_workspace_link_is_not_project_content() {
+    let Some(t) = setup() else { return };
+    t.ok(&["agy"], &[]);
+    let first = t.generation();
+    let record = t
+        .iso
+        .agentpack_home
+        .join("projects")
+        .read_dir()
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("launch/default-agy.json");
+    let stamp = || std::fs::metadata(&record).unwrap().modified().unwrap();
+    let recorded = stamp();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    t.ok(&["agy"], &[]);
+    assert_eq!(
+        stamp(),
+        recorded,
+        "the second agy launch took the fast path"
+    );
+    t.ok(&["claude"], &[]);
+    assert_eq!(t.generation(), first, "claude stages the same generation");
+    t.ok(&["sync"], &[]);
+    t.ok(&["agy"], &[]);
+    assert_eq!(t.generation(), first, "and so does a bare sync");
+}
+
+/// `--workspace` is a global flag: before or after the launcher, it names the agent's workspace.
+#[test]
+fn workspace_is_a_global_flag() {
+    let Some(t) = setup() else { return };
+    let elsewhere = t.iso.project.join("sub");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let elsewhere = std::fs::canonicalize(&elsewhere).unwrap();
+    for args in [
+        &["--workspace", "sub", "grok"][..],
+        &["grok", "--workspace", "sub", "--", "-m", "x"][..],
+    ] {
+        t.ok(args, &[]);
+        let seen = t.seen("grok");
+        assert_eq!(
+            seen.args[..2],
+            ["--cwd", &*elsewhere.to_string_lossy()],
+            "{args:?}"
+        );
+    }
 }

@@ -134,6 +134,20 @@ fn claude_validates_the_bundle_it_was_launched_with() {
     );
     assert!(text.contains("agentpack-bundle:demo-skill"), "{text}");
     assert!(text.contains("Validation passed"), "{text}");
+
+    // What the launcher passed with --plugin-dir (and the inline --settings beside it) is the
+    // session's plugin, loaded from the generation the pointer selects.
+    let listed = launch(&iso, &bin, &["claude", "plugin", "list"]);
+    let generation = std::fs::canonicalize(iso.staging_root.join("modes/default")).unwrap();
+    assert!(listed.contains("agentpack-bundle@inline"), "{listed}");
+    assert!(
+        listed.contains(&format!(
+            "Path: {}",
+            generation.join("plugins/agentpack-bundle").display()
+        )),
+        "{listed}"
+    );
+    assert!(listed.contains("loaded"), "{listed}");
 }
 
 #[test]

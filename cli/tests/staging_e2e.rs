@@ -189,7 +189,16 @@ fn nix_mkfifo(path: &Path) {
 #[test]
 fn verify_only_names_changed_staged_files_and_sync_restores_them() {
     let project = Project::synced();
-    project.ok(&["sync", "--verify-only"]);
+    let output = project.run(&["--json", "sync", "--verify-only"]);
+    assert!(output.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["schema_version"], 1);
+    assert_eq!(report["verified"], true);
+    assert_eq!(report["mode"], "default");
+    assert_eq!(
+        project.target("default").file_name().unwrap().to_str(),
+        report["generation"].as_str()
+    );
     // A generated file (not shared with a package): the OpenCode config.
     let staged = project.pointer("default").join("opencode/opencode.json");
     let real = std::fs::canonicalize(&staged).unwrap();
@@ -203,6 +212,11 @@ fn verify_only_names_changed_staged_files_and_sync_restores_them() {
     assert!(
         err.contains("staged tree does not match the last sync"),
         "{err}"
+    );
+    let json_err = project.fails(&["--json", "sync", "--verify-only"]);
+    assert!(
+        json_err.contains("staged tree does not match"),
+        "{json_err}"
     );
     assert!(
         err.contains(&format!("modified  {}", staged.display())),
@@ -255,4 +269,73 @@ fn gc_keeps_selected_generations_and_collects_the_rest() {
         "older generations are collected: {names:?}"
     );
     project.ok(&["store", "verify"]);
+}
+
+/// A sync removes the default-location staging trees (`$TMPDIR/agentpack-<hash>/`) of projects that
+/// no longer exist, and only those.
+#[test]
+fn staging_trees_of_projects_that_are_gone_are_removed() {
+    let home = IsolatedHome::new();
+    let tmp = home.home.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let run = |project: &Path, args: &[&str]| {
+        let output = home
+            .command(&assert_cmd::cargo::cargo_bin("agentpack"), None)
+            .env_remove("AGENTPACK_STAGING_ROOT")
+            .env("TMPDIR", &tmp)
+            .current_dir(project)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    let staging_trees = || {
+        let mut names: Vec<String> = std::fs::read_dir(&tmp)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let gone = home.home.join("gone-project");
+    for project in [&home.project, &gone] {
+        std::fs::create_dir_all(project).unwrap();
+        run(project, &["init", "--name", "p"]);
+        run(
+            project,
+            &["add", examples.join("hello-skill").to_str().unwrap()],
+        );
+    }
+    let foreign = tmp.join("agentpack-0123456789abcdef");
+    std::fs::create_dir_all(&foreign).unwrap();
+    assert_eq!(staging_trees().len(), 3, "{:?}", staging_trees());
+    let marker = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().path().join(".agentpack-project"))
+        .filter(|m| m.is_file())
+        .count();
+    assert_eq!(marker, 2, "each sync records its project");
+
+    std::fs::remove_dir_all(&gone).unwrap();
+    run(&home.project, &["sync"]);
+    let left = staging_trees();
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(
+        left.contains(&"agentpack-0123456789abcdef".to_string()),
+        "unmarked trees stay"
+    );
+    let own = std::fs::read_to_string(tmp.join(&left[1]).join(".agentpack-project"))
+        .or_else(|_| std::fs::read_to_string(tmp.join(&left[0]).join(".agentpack-project")))
+        .unwrap();
+    assert_eq!(
+        own.trim_end(),
+        std::fs::canonicalize(&home.project)
+            .unwrap()
+            .to_string_lossy()
+    );
 }

@@ -11,48 +11,32 @@
 //!
 //! Antigravity reads workspace customization natively, so `./.agents/` is not merged here.
 
-use serde_json::json;
-
-use crate::artifact::ArtifactKind;
 use crate::convert;
-use crate::layout::{self, Unit};
+use crate::layout::{self, ArtifactLayout, Place};
 use crate::plan::{Agent, RenderPlan};
-use crate::{attribution, lsp, mcp, Context};
+use crate::{attribution, claude, lsp, Context};
 
 /// The plugin directory, relative to the generation root.
 pub const BUNDLE: &str = "agy/agentpack-bundle";
+
+/// Where commands, agents and rules go in the plugin (commands and agents in Claude Code's shape).
+const LAYOUT: ArtifactLayout = ArtifactLayout {
+    root: BUNDLE,
+    with_overlay: false,
+    command: claude::COMMANDS,
+    agent: claude::AGENTS,
+    rule: Place::file("rules", "md", |a, _, _| convert::antigravity_rule(a)),
+};
 
 pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
     let mut plan = RenderPlan::new(Agent::Antigravity);
     plan.json(
         format!("{BUNDLE}/plugin.json"),
-        &json!({
-            "name": "agentpack-bundle",
-            "version": "0.0.0",
-            "description": "Skills, commands, agents, rules, hooks and MCP servers staged by agentpack",
-        }),
+        &layout::bundle_manifest(
+            "Skills, commands, agents, rules, hooks and MCP servers staged by agentpack",
+        ),
     );
-    layout::stage(
-        ctx,
-        &mut plan,
-        BUNDLE,
-        false,
-        &|artifact, _label, _names, _warnings| match artifact.kind {
-            ArtifactKind::Skill => vec![layout::skill_unit(artifact, &artifact.name, true)],
-            ArtifactKind::Command => vec![Unit::file(
-                format!("commands/{}.md", artifact.name),
-                convert::claude_command(artifact),
-            )],
-            ArtifactKind::Agent => vec![Unit::file(
-                format!("agents/{}.md", artifact.name),
-                convert::claude_agent(artifact),
-            )],
-            ArtifactKind::Rule => vec![Unit::file(
-                format!("rules/{}.md", artifact.name),
-                convert::antigravity_rule(artifact),
-            )],
-        },
-    );
+    layout::stage(ctx, &mut plan, &LAYOUT);
 
     layout::stage_hooks(
         ctx,
@@ -61,20 +45,7 @@ pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
         &format!("{BUNDLE}/hooks.json"),
     );
 
-    let paths = ctx.plugin_path_refs();
-    let servers = mcp::render_json_servers(
-        Agent::Antigravity,
-        ctx.servers,
-        &paths,
-        &mut plan.warnings,
-        &mut plan.secrets,
-    );
-    if servers.as_object().is_some_and(|m| !m.is_empty()) {
-        plan.json(
-            format!("{BUNDLE}/mcp_config.json"),
-            &json!({"mcpServers": servers}),
-        );
-    }
+    layout::stage_json_servers(ctx, &mut plan, format!("{BUNDLE}/mcp_config.json"));
     plan.warnings
         .extend(lsp::not_staged_warning(Agent::Antigravity, &ctx.lsp));
     if !ctx.options.keep_attribution {

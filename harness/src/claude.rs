@@ -17,11 +17,10 @@ use crate::hooks::{HookEntry, HookFile, HookFormat, PackageHooks};
 use crate::plan::PlanEntry;
 use crate::tree::Node;
 
-use crate::artifact::ArtifactKind;
 use crate::convert;
-use crate::layout::{self, Unit};
+use crate::layout::{self, ArtifactLayout, Place};
 use crate::plan::{Agent, RenderPlan};
-use crate::{attribution, mcp, Context};
+use crate::{attribution, lsp, Context};
 
 /// Where the overlay's guidance is staged inside the bundle.
 pub const GUIDANCE: &str = "agentpack-guidance.md";
@@ -70,35 +69,30 @@ fn guidance(ctx: &Context<'_>, plan: &mut RenderPlan) -> Option<PackageHooks> {
 /// The bundle directory, relative to the generation root.
 pub const BUNDLE: &str = "plugins/agentpack-bundle";
 
+/// Claude Code's commands, `commands/<name>.md` (Grok and Antigravity read the same shape).
+pub(crate) const COMMANDS: Place =
+    Place::file("commands", "md", |a, _, _| convert::claude_command(a));
+
+/// Claude Code's subagents, `agents/<name>.md` (Grok and Antigravity read the same shape).
+pub(crate) const AGENTS: Place = Place::file("agents", "md", |a, _, _| convert::claude_agent(a));
+
+/// Where commands, agents and rules go in the bundle (rules become skills).
+const LAYOUT: ArtifactLayout = ArtifactLayout {
+    root: BUNDLE,
+    with_overlay: true,
+    command: COMMANDS,
+    agent: AGENTS,
+    rule: Place::Skill,
+};
+
 pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
     let mut plan = RenderPlan::new(Agent::Claude);
-    plan.json(
-        format!("{BUNDLE}/.claude-plugin/plugin.json"),
-        &json!({
-            "name": "agentpack-bundle",
-            "version": "0.0.0",
-            "description": "Skills, commands, agents, hooks and MCP servers staged by agentpack",
-            "author": {"name": "agentpack"},
-        }),
+    let mut manifest = layout::bundle_manifest(
+        "Skills, commands, agents, hooks and MCP servers staged by agentpack",
     );
-    layout::stage(
-        ctx,
-        &mut plan,
-        BUNDLE,
-        true,
-        &|artifact, label, names, warnings| match artifact.kind {
-            ArtifactKind::Skill => vec![layout::skill_unit(artifact, &artifact.name, true)],
-            ArtifactKind::Command => vec![Unit::file(
-                format!("commands/{}.md", artifact.name),
-                convert::claude_command(artifact),
-            )],
-            ArtifactKind::Agent => vec![Unit::file(
-                format!("agents/{}.md", artifact.name),
-                convert::claude_agent(artifact),
-            )],
-            ArtifactKind::Rule => vec![layout::fallback_skill(artifact, label, names, warnings)],
-        },
-    );
+    manifest["author"] = json!({"name": "agentpack"});
+    plan.json(format!("{BUNDLE}/.claude-plugin/plugin.json"), &manifest);
+    layout::stage(ctx, &mut plan, &LAYOUT);
     layout::overlay_subtree(ctx, &mut plan, "claude", BUNDLE);
 
     let mut hook_packages = ctx.package_hooks();
@@ -111,29 +105,11 @@ pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
         &format!("{BUNDLE}/hooks/hooks.json"),
     );
 
-    let paths = ctx.plugin_path_refs();
-    let servers = mcp::render_json_servers(
-        Agent::Claude,
-        ctx.servers,
-        &paths,
-        &mut plan.warnings,
-        &mut plan.secrets,
-    );
-    let names: Vec<String> = servers
-        .as_object()
-        .map(|m| m.keys().cloned().collect())
-        .unwrap_or_default();
-    if !names.is_empty() {
-        plan.json(
-            format!("{BUNDLE}/.mcp.json"),
-            &json!({"mcpServers": servers}),
-        );
-    }
+    let names = layout::stage_json_servers(ctx, &mut plan, format!("{BUNDLE}/.mcp.json"));
     if !ctx.lsp.is_empty() {
-        let map: serde_json::Map<String, serde_json::Value> = ctx.lsp.clone().into_iter().collect();
         plan.json(
             format!("{BUNDLE}/.lsp.json"),
-            &serde_json::Value::Object(map),
+            &lsp::servers_object(&ctx.lsp),
         );
     }
     plan.json(

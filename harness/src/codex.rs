@@ -13,40 +13,45 @@
 //! Skill files are always regular-file entries (Codex ignores a `SKILL.md` that is a symlink).
 //! `./.agents/` is merged here, last. Language servers are not written (Codex has no setting).
 
-use crate::artifact::ArtifactKind;
-use crate::convert;
-use crate::layout::{self, Unit};
+use crate::artifact::Artifact;
+use crate::convert::{self, SkillNames};
+use crate::layout::{self, ArtifactLayout, Place, Unit};
 use crate::plan::{Agent, PlanEntry, RenderPlan};
 use crate::tree::Node;
-use crate::{lsp, mcp, Context};
+use crate::{lsp, Context};
 
 /// The home content directory, relative to the generation root.
 pub const ROOT: &str = "codex-home";
 
+/// Codex has skills and custom agents: commands and rules become skills, an agent becomes both.
+const LAYOUT: ArtifactLayout = ArtifactLayout {
+    root: ROOT,
+    with_overlay: true,
+    command: Place::Skill,
+    agent: Place::Units(agent_units),
+    rule: Place::Skill,
+};
+
+/// An agent as `agents/<leaf name>.toml` and as a skill.
+fn agent_units(
+    artifact: &Artifact,
+    label: &str,
+    names: &mut SkillNames,
+    warnings: &mut Vec<String>,
+) -> Vec<Unit> {
+    let name = convert::leaf_name(&artifact.name).to_string();
+    vec![
+        Unit::file(
+            format!("agents/{name}.toml"),
+            PlanEntry::Bytes(convert::codex_agent_toml(artifact, &name, label)),
+        ),
+        layout::fallback_skill(artifact, label, names, warnings),
+    ]
+}
+
 pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
     let mut plan = RenderPlan::new(Agent::Codex);
-    layout::stage(
-        ctx,
-        &mut plan,
-        ROOT,
-        true,
-        &|artifact, label, names, warnings| match artifact.kind {
-            ArtifactKind::Skill => vec![layout::skill_unit(artifact, &artifact.name, true)],
-            ArtifactKind::Command | ArtifactKind::Rule => {
-                vec![layout::fallback_skill(artifact, label, names, warnings)]
-            }
-            ArtifactKind::Agent => {
-                let name = convert::leaf_name(&artifact.name).to_string();
-                vec![
-                    Unit::file(
-                        format!("agents/{name}.toml"),
-                        PlanEntry::Bytes(convert::codex_agent_toml(artifact, &name, label)),
-                    ),
-                    layout::fallback_skill(artifact, label, names, warnings),
-                ]
-            }
-        },
-    );
+    layout::stage(ctx, &mut plan, &LAYOUT);
     layout::overlay_subtree(ctx, &mut plan, "codex", ROOT);
     if let Some(overlay) = ctx.overlay {
         if let Ok(Node::File(resolved)) = overlay.tree.resolve("AGENTS.md") {
@@ -72,17 +77,7 @@ pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
     let mut config = toml::Table::new();
     config.insert("cli_auth_credentials_store".into(), "file".into());
     config.insert("mcp_oauth_credentials_store".into(), "file".into());
-    let paths = ctx.plugin_path_refs();
-    let servers = mcp::render_toml_servers(
-        Agent::Codex,
-        ctx.servers,
-        &paths,
-        &mut plan.warnings,
-        &mut plan.secrets,
-    );
-    if !servers.is_empty() {
-        config.insert("mcp_servers".into(), servers.into());
-    }
+    layout::insert_toml_servers(ctx, &mut plan, &mut config);
     plan.bytes(
         format!("{ROOT}/config.toml"),
         toml::to_string(&config).unwrap_or_default(),

@@ -12,7 +12,7 @@ use indexmap::IndexMap;
 use serde_yaml::Value as Yaml;
 
 use crate::artifact::{Artifact, ArtifactKind};
-use crate::frontmatter::{self, text_field, FieldValue};
+use crate::frontmatter::{self, text_field, Document, FieldValue};
 use crate::plan::PlanEntry;
 
 /// The artifact's file, unchanged.
@@ -52,6 +52,46 @@ pub fn skill_name(raw: &str) -> String {
 
 fn description_or(artifact: &Artifact, fallback: impl FnOnce() -> String) -> String {
     artifact.document.description().unwrap_or_else(fallback)
+}
+
+/// The body without the blank lines that follow the frontmatter.
+fn body_text(doc: &Document) -> &str {
+    doc.body.trim_start_matches(['\n', '\r'])
+}
+
+/// An agent's `name` (as written, else the leaf of its path) and `description` (as written or
+/// read from the body, else `Agent <name>`).
+fn agent_name_and_description(artifact: &Artifact) -> IndexMap<String, FieldValue> {
+    let name = leaf_name(&artifact.name).to_string();
+    let written = artifact.document.text("name");
+    let mut fields = IndexMap::new();
+    fields.insert(
+        "name".to_string(),
+        text_field(written.unwrap_or_else(|| name.clone())),
+    );
+    fields.insert(
+        "description".to_string(),
+        text_field(description_or(artifact, || format!("Agent {name}"))),
+    );
+    fields
+}
+
+/// Adds the document's fields other than `name` and `description`, as written.
+fn extend_with_other_fields(fields: &mut IndexMap<String, FieldValue>, doc: &Document) {
+    for (key, value) in &doc.fields {
+        if key != "name" && key != "description" {
+            fields.insert(key.clone(), value.clone());
+        }
+    }
+}
+
+/// Adds the document's `keys` that are present, as written.
+fn copy_fields(fields: &mut IndexMap<String, FieldValue>, doc: &Document, keys: &[&str]) {
+    for key in keys {
+        if let Some(value) = doc.fields.get(*key) {
+            fields.insert(key.to_string(), value.clone());
+        }
+    }
 }
 
 /// The names taken in one package's skill namespace for one agent.
@@ -109,11 +149,7 @@ pub fn normalized_skill(artifact: &Artifact, name: &str) -> PlanEntry {
         "description".to_string(),
         text_field(description_or(artifact, || format!("Skill {name}"))),
     );
-    for (key, value) in &doc.fields {
-        if key != "name" && key != "description" {
-            fields.insert(key.clone(), value.clone());
-        }
-    }
+    extend_with_other_fields(&mut fields, doc);
     rendered(&fields, &doc.body)
 }
 
@@ -134,21 +170,8 @@ pub fn claude_agent(artifact: &Artifact) -> PlanEntry {
     if doc.valid_yaml && doc.text("name").is_some() && doc.text("description").is_some() {
         return unchanged(artifact);
     }
-    let name = leaf_name(&artifact.name).to_string();
-    let mut fields = IndexMap::new();
-    fields.insert(
-        "name".to_string(),
-        text_field(doc.text("name").unwrap_or_else(|| name.clone())),
-    );
-    fields.insert(
-        "description".to_string(),
-        text_field(description_or(artifact, || format!("Agent {name}"))),
-    );
-    for (key, value) in &doc.fields {
-        if key != "name" && key != "description" {
-            fields.insert(key.clone(), value.clone());
-        }
-    }
+    let mut fields = agent_name_and_description(artifact);
+    extend_with_other_fields(&mut fields, doc);
     rendered(&fields, &doc.body)
 }
 
@@ -226,10 +249,7 @@ pub fn as_skill(artifact: &Artifact, name: &str, label: &str) -> PlanEntry {
     let mut fields = IndexMap::new();
     fields.insert("name".to_string(), text_field(name));
     fields.insert("description".to_string(), text_field(description));
-    let body = format!(
-        "\n{note}\n\n{}",
-        artifact.document.body.trim_start_matches(['\n', '\r'])
-    );
+    let body = format!("\n{note}\n\n{}", body_text(&artifact.document));
     rendered(&fields, &body)
 }
 
@@ -238,14 +258,7 @@ pub fn cursor_command(artifact: &Artifact) -> PlanEntry {
     if !artifact.document.has_frontmatter {
         return unchanged(artifact);
     }
-    PlanEntry::Bytes(
-        artifact
-            .document
-            .body
-            .trim_start_matches(['\n', '\r'])
-            .as_bytes()
-            .to_vec(),
-    )
+    PlanEntry::Bytes(body_text(&artifact.document).as_bytes().to_vec())
 }
 
 /// Cursor agent markdown: `name` and `description`.
@@ -259,17 +272,7 @@ pub fn cursor_agent(artifact: &Artifact) -> PlanEntry {
     {
         return unchanged(artifact);
     }
-    let name = leaf_name(&artifact.name).to_string();
-    let mut fields = IndexMap::new();
-    fields.insert(
-        "name".to_string(),
-        text_field(doc.text("name").unwrap_or_else(|| name.clone())),
-    );
-    fields.insert(
-        "description".to_string(),
-        text_field(description_or(artifact, || format!("Agent {name}"))),
-    );
-    rendered(&fields, &doc.body)
+    rendered(&agent_name_and_description(artifact), &doc.body)
 }
 
 /// Cursor rule: an `.mdc` as written, else an `.mdc` with `description`, `globs`, `alwaysApply`.
@@ -377,6 +380,25 @@ fn tool_list(value: &FieldValue) -> Vec<String> {
     }
 }
 
+/// Sets the OpenCode counterpart of each tool `value` lists to `enabled`; returns the tools that
+/// have none.
+fn set_opencode_tools(
+    tools: &mut IndexMap<String, bool>,
+    value: &FieldValue,
+    enabled: bool,
+) -> Vec<String> {
+    let mut unmapped = Vec::new();
+    for tool in tool_list(value) {
+        match opencode_tool(&tool) {
+            Some(mapped) => {
+                tools.insert(mapped.to_string(), enabled);
+            }
+            None => unmapped.push(tool),
+        }
+    }
+    unmapped
+}
+
 fn color_hex(name: &str) -> Option<&'static str> {
     Some(match name.to_ascii_lowercase().as_str() {
         "red" => "#ef4444",
@@ -397,6 +419,21 @@ fn color_hex(name: &str) -> Option<&'static str> {
 fn is_hex_color(text: &str) -> bool {
     text.strip_prefix('#')
         .is_some_and(|h| (h.len() == 6 || h.len() == 3) && h.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// Adds the document's `model` when it is a provider/model id, the only form OpenCode takes;
+/// returns a model left out.
+fn insert_opencode_model(
+    fields: &mut IndexMap<String, FieldValue>,
+    doc: &Document,
+) -> Option<String> {
+    let model = doc.text("model")?;
+    if model.contains('/') {
+        fields.insert("model".into(), text_field(model));
+        None
+    } else {
+        Some(model)
+    }
 }
 
 /// OpenCode agent markdown, fields converted per the conversion table; each value left out is
@@ -426,14 +463,10 @@ pub fn opencode_agent(artifact: &Artifact, label: &str, warnings: &mut Vec<Strin
             fields.insert("mode".into(), text_field("subagent"));
         }
     }
-    if let Some(model) = doc.text("model") {
-        if model.contains('/') {
-            fields.insert("model".into(), text_field(model));
-        } else {
-            warn(format!(
-                "model `{model}` left out; the agent uses the session's model"
-            ));
-        }
+    if let Some(model) = insert_opencode_model(&mut fields, doc) {
+        warn(format!(
+            "model `{model}` left out; the agent uses the session's model"
+        ));
     }
     let mut tools: IndexMap<String, bool> = IndexMap::new();
     if let Some(value) = doc.fields.get("tools") {
@@ -447,28 +480,18 @@ pub fn opencode_agent(artifact: &Artifact, label: &str, warnings: &mut Vec<Strin
             for tool in OPENCODE_TOOLS {
                 tools.insert(tool.to_string(), false);
             }
-            for tool in tool_list(value) {
-                match opencode_tool(&tool) {
-                    Some(mapped) => {
-                        tools.insert(mapped.to_string(), true);
-                    }
-                    None => warn(format!(
-                        "tool `{tool}` has no OpenCode counterpart; left out"
-                    )),
-                }
+            for tool in set_opencode_tools(&mut tools, value, true) {
+                warn(format!(
+                    "tool `{tool}` has no OpenCode counterpart; left out"
+                ));
             }
         }
     }
     if let Some(value) = doc.fields.get("disallowedTools") {
-        for tool in tool_list(value) {
-            match opencode_tool(&tool) {
-                Some(mapped) => {
-                    tools.insert(mapped.to_string(), false);
-                }
-                None => warn(format!(
-                    "disallowed tool `{tool}` has no OpenCode counterpart; left out"
-                )),
-            }
+        for tool in set_opencode_tools(&mut tools, value, false) {
+            warn(format!(
+                "disallowed tool `{tool}` has no OpenCode counterpart; left out"
+            ));
         }
     }
     if !tools.is_empty() {
@@ -489,19 +512,19 @@ pub fn opencode_agent(artifact: &Artifact, label: &str, warnings: &mut Vec<Strin
             ));
         }
     }
-    for key in [
-        "temperature",
-        "top_p",
-        "steps",
-        "maxSteps",
-        "hidden",
-        "disable",
-        "permission",
-    ] {
-        if let Some(value) = doc.fields.get(key) {
-            fields.insert(key.to_string(), value.clone());
-        }
-    }
+    copy_fields(
+        &mut fields,
+        doc,
+        &[
+            "temperature",
+            "top_p",
+            "steps",
+            "maxSteps",
+            "hidden",
+            "disable",
+            "permission",
+        ],
+    );
     for key in doc.fields.keys() {
         let handled = matches!(
             key.as_str(),
@@ -539,20 +562,12 @@ pub fn opencode_command(artifact: &Artifact, label: &str, warnings: &mut Vec<Str
     if let Some(description) = doc.description() {
         fields.insert("description".to_string(), text_field(description));
     }
-    for key in ["agent", "subtask"] {
-        if let Some(value) = doc.fields.get(key) {
-            fields.insert(key.to_string(), value.clone());
-        }
-    }
-    if let Some(model) = doc.text("model") {
-        if model.contains('/') {
-            fields.insert("model".into(), text_field(model));
-        } else {
-            warnings.push(format!(
-                "{label}: command `{}` for OpenCode: model `{model}` left out; the command uses the session's model",
-                artifact.name
-            ));
-        }
+    copy_fields(&mut fields, doc, &["agent", "subtask"]);
+    if let Some(model) = insert_opencode_model(&mut fields, doc) {
+        warnings.push(format!(
+            "{label}: command `{}` for OpenCode: model `{model}` left out; the command uses the session's model",
+            artifact.name
+        ));
     }
     rendered(&fields, &doc.body)
 }
@@ -567,12 +582,7 @@ pub fn codex_agent_toml(artifact: &Artifact, name: &str, label: &str) -> Vec<u8>
     );
     table.insert(
         "developer_instructions".into(),
-        artifact
-            .document
-            .body
-            .trim_start_matches(['\n', '\r'])
-            .to_string()
-            .into(),
+        body_text(&artifact.document).to_string().into(),
     );
     toml::to_string(&table).unwrap_or_default().into_bytes()
 }

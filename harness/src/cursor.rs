@@ -16,16 +16,24 @@
 
 use serde_json::json;
 
-use crate::artifact::ArtifactKind;
 use crate::convert;
-use crate::layout::{self, Unit};
+use crate::layout::{self, ArtifactLayout, Place};
 use crate::plan::{Agent, RenderPlan};
-use crate::{attribution, lsp, mcp, Context};
+use crate::{attribution, lsp, Context};
 
 /// The marketplace directory, relative to the generation root.
 pub const ROOT: &str = "cursor";
 /// The plugin directory, relative to the generation root.
 pub const BUNDLE: &str = "cursor/agentpack-bundle";
+
+/// Where commands, agents and rules go in the bundle.
+const LAYOUT: ArtifactLayout = ArtifactLayout {
+    root: BUNDLE,
+    with_overlay: false,
+    command: Place::file("commands", "md", |a, _, _| convert::cursor_command(a)),
+    agent: Place::file("agents", "md", |a, _, _| convert::cursor_agent(a)),
+    rule: Place::file("rules", "mdc", |a, _, _| convert::cursor_rule(a)),
+};
 
 pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
     let mut plan = RenderPlan::new(Agent::Cursor);
@@ -43,33 +51,11 @@ pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
     );
     plan.json(
         format!("{BUNDLE}/.cursor-plugin/plugin.json"),
-        &json!({
-            "name": "agentpack-bundle",
-            "version": "0.0.0",
-            "description": "Skills, commands, agents, rules, hooks and MCP servers staged by agentpack",
-        }),
+        &layout::bundle_manifest(
+            "Skills, commands, agents, rules, hooks and MCP servers staged by agentpack",
+        ),
     );
-    layout::stage(
-        ctx,
-        &mut plan,
-        BUNDLE,
-        false,
-        &|artifact, _label, _names, _warnings| match artifact.kind {
-            ArtifactKind::Skill => vec![layout::skill_unit(artifact, &artifact.name, true)],
-            ArtifactKind::Command => vec![Unit::file(
-                format!("commands/{}.md", artifact.name),
-                convert::cursor_command(artifact),
-            )],
-            ArtifactKind::Agent => vec![Unit::file(
-                format!("agents/{}.md", artifact.name),
-                convert::cursor_agent(artifact),
-            )],
-            ArtifactKind::Rule => vec![Unit::file(
-                format!("rules/{}.mdc", artifact.name),
-                convert::cursor_rule(artifact),
-            )],
-        },
-    );
+    layout::stage(ctx, &mut plan, &LAYOUT);
 
     layout::stage_hooks(
         ctx,
@@ -78,20 +64,7 @@ pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
         &format!("{BUNDLE}/hooks/hooks.json"),
     );
 
-    let paths = ctx.plugin_path_refs();
-    let servers = mcp::render_json_servers(
-        Agent::Cursor,
-        ctx.servers,
-        &paths,
-        &mut plan.warnings,
-        &mut plan.secrets,
-    );
-    if servers.as_object().is_some_and(|m| !m.is_empty()) {
-        plan.json(
-            format!("{BUNDLE}/mcp.json"),
-            &json!({"mcpServers": servers}),
-        );
-    }
+    layout::stage_json_servers(ctx, &mut plan, format!("{BUNDLE}/mcp.json"));
     plan.warnings
         .extend(lsp::not_staged_warning(Agent::Cursor, &ctx.lsp));
     if !ctx.options.keep_attribution {

@@ -11,14 +11,10 @@
 //!   AGENTS.md                        attribution guidance for the home
 //! ```
 
-use serde_json::json;
-
-use crate::artifact::ArtifactKind;
-use crate::convert;
-use crate::layout::{self, Unit};
+use crate::layout::{self, ArtifactLayout, Place};
 use crate::plan::{Agent, PlanEntry, RenderPlan};
 use crate::tree::Node;
-use crate::{attribution, mcp, Context};
+use crate::{attribution, claude, lsp, Context};
 
 /// The bundle directory, relative to the generation root.
 pub const BUNDLE: &str = "grok/agentpack-bundle";
@@ -27,34 +23,22 @@ pub const CONFIG_FRAGMENT: &str = "grok/config.fragment.toml";
 /// The language servers for `$GROK_HOME/lsp.json`.
 pub const LSP: &str = "grok/lsp.json";
 
+/// Where commands, agents and rules go in the bundle (Claude Code's shapes; rules become skills).
+const LAYOUT: ArtifactLayout = ArtifactLayout {
+    root: BUNDLE,
+    with_overlay: false,
+    command: claude::COMMANDS,
+    agent: claude::AGENTS,
+    rule: Place::Skill,
+};
+
 pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
     let mut plan = RenderPlan::new(Agent::Grok);
     plan.json(
         format!("{BUNDLE}/plugin.json"),
-        &json!({
-            "name": "agentpack-bundle",
-            "version": "0.0.0",
-            "description": "Skills, commands and agents staged by agentpack",
-        }),
+        &layout::bundle_manifest("Skills, commands and agents staged by agentpack"),
     );
-    layout::stage(
-        ctx,
-        &mut plan,
-        BUNDLE,
-        false,
-        &|artifact, label, names, warnings| match artifact.kind {
-            ArtifactKind::Skill => vec![layout::skill_unit(artifact, &artifact.name, true)],
-            ArtifactKind::Command => vec![Unit::file(
-                format!("commands/{}.md", artifact.name),
-                convert::claude_command(artifact),
-            )],
-            ArtifactKind::Agent => vec![Unit::file(
-                format!("agents/{}.md", artifact.name),
-                convert::claude_agent(artifact),
-            )],
-            ArtifactKind::Rule => vec![layout::fallback_skill(artifact, label, names, warnings)],
-        },
-    );
+    layout::stage(ctx, &mut plan, &LAYOUT);
 
     let mut hooks_from: Option<&str> = None;
     for package in ctx.packages {
@@ -87,23 +71,12 @@ pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
         toml::Value::Array(vec!["agentpack-bundle".into()]),
     );
     config.insert("plugins".into(), plugins.into());
-    let paths = ctx.plugin_path_refs();
-    let servers = mcp::render_toml_servers(
-        Agent::Grok,
-        ctx.servers,
-        &paths,
-        &mut plan.warnings,
-        &mut plan.secrets,
-    );
-    if !servers.is_empty() {
-        config.insert("mcp_servers".into(), servers.into());
-    }
+    layout::insert_toml_servers(ctx, &mut plan, &mut config);
     if !ctx.lsp.is_empty() {
         let mut features = toml::Table::new();
         features.insert("lsp_tools".into(), true.into());
         config.insert("features".into(), features.into());
-        let map: serde_json::Map<String, serde_json::Value> = ctx.lsp.clone().into_iter().collect();
-        plan.json(LSP.to_string(), &serde_json::Value::Object(map));
+        plan.json(LSP.to_string(), &lsp::servers_object(&ctx.lsp));
     }
     plan.bytes(
         CONFIG_FRAGMENT.to_string(),

@@ -61,20 +61,30 @@ fn ensure_table<'a>(doc: &'a mut DocumentMut, key: &str) -> &'a mut Table {
 }
 
 /// Merges the pack's `[mcp_servers]` (each replacing a user server of the same name) and then the
-/// secret values into them.
-fn merge_servers(doc: &mut DocumentMut, fragment: &DocumentMut, secrets: Option<&DocumentMut>) {
+/// secret layer's values into them.
+fn merge_servers(
+    doc: &mut DocumentMut,
+    fragment: &DocumentMut,
+    secrets: &SecretLayer,
+) -> Result<(), HomeError> {
+    let secrets = secrets
+        .config_toml
+        .as_ref()
+        .map(|table| table_document(table, "the MCP secret layer"))
+        .transpose()?;
     if let Some(servers) = fragment.get("mcp_servers").and_then(Item::as_table_like) {
         let target = ensure_table(doc, "mcp_servers");
         for (name, server) in servers.iter() {
             target.insert(name, server.clone());
         }
     }
-    if let Some(secret_servers) = secrets.and_then(|s| s.get("mcp_servers")) {
+    if let Some(secret_servers) = secrets.as_ref().and_then(|s| s.get("mcp_servers")) {
         let target = doc
             .entry("mcp_servers")
             .or_insert(Item::Table(Table::new()));
         merge_item(target, secret_servers);
     }
+    Ok(())
 }
 
 /// Codex's `config.toml`: the user's file with legacy `commit_attribution` stripped (unless
@@ -97,12 +107,7 @@ pub fn codex_config(
             doc.insert(key, value.clone());
         }
     }
-    let secret_doc = secrets
-        .config_toml
-        .as_ref()
-        .map(|table| table_document(table, "the MCP secret layer"))
-        .transpose()?;
-    merge_servers(&mut doc, &fragment, secret_doc.as_ref());
+    merge_servers(&mut doc, &fragment, secrets)?;
     if let Some(home) = default_sqlite_home {
         if doc.get("sqlite_home").is_none() {
             doc.insert("sqlite_home", toml_edit::value(home));
@@ -148,12 +153,7 @@ pub fn grok_config(
             }
         }
     }
-    let secret_doc = secrets
-        .config_toml
-        .as_ref()
-        .map(|table| table_document(table, "the MCP secret layer"))
-        .transpose()?;
-    merge_servers(&mut doc, &fragment, secret_doc.as_ref());
+    merge_servers(&mut doc, &fragment, secrets)?;
     Ok(doc.to_string())
 }
 

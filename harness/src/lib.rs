@@ -413,7 +413,8 @@ fn load_overlay(
     if !overlay.root.is_dir() {
         return Ok(None);
     }
-    let tree = PackageTree::read(&overlay.root, &overlay.filter)?;
+    let tree = PackageTree::read(&overlay.root, &overlay.filter)?
+        .without_link(home_layer::AGY_OVERLAY_LINK);
     let discovery = artifact::discover(&tree, ".agents", "agents")?;
     warnings.extend(discovery.warnings);
     // The overlay's own layout: claude/ and codex/ subtrees are agent-specific, not artifacts.
@@ -481,6 +482,17 @@ fn layered_packages<'a>(
     kept
 }
 
+/// The manifest's `[mcp.servers]` the active mode selects, in manifest order.
+fn selected_manifest_servers(inputs: &StageInputs) -> IndexMap<String, McpServer> {
+    let mode = &inputs.mode;
+    inputs
+        .mcp_servers
+        .iter()
+        .filter(|(name, _)| mode.mcp_selected(name, mode.base_includes_mcp()))
+        .map(|(n, s)| (n.clone(), s.clone()))
+        .collect()
+}
+
 /// The merged MCP servers as their sources wrote them (variables kept, no lock launches
 /// applied), with where each came from: what `agentpack lock` records and `mcp list` shows.
 /// Reads only the packages' and the overlay's definition files. Returns warnings for servers and
@@ -511,12 +523,7 @@ pub fn collect_mcp_servers(
             }
         }
     }
-    let manifest: IndexMap<String, McpServer> = inputs
-        .mcp_servers
-        .iter()
-        .filter(|(name, _)| mode.mcp_selected(name, mode.base_includes_mcp()))
-        .map(|(n, s)| (n.clone(), s.clone()))
-        .collect();
+    let manifest = selected_manifest_servers(inputs);
     Ok((
         mcp::merge(plugin_servers, &manifest, overlay_servers, &mut info),
         warnings,
@@ -563,12 +570,7 @@ pub fn render_generation(
             plugin_servers.push(server);
         }
     }
-    let manifest: IndexMap<String, McpServer> = inputs
-        .mcp_servers
-        .iter()
-        .filter(|(name, _)| mode.mcp_selected(name, mode.base_includes_mcp()))
-        .map(|(n, s)| (n.clone(), s.clone()))
-        .collect();
+    let manifest = selected_manifest_servers(inputs);
     let overlay_servers = overlay_servers
         .into_iter()
         .filter(|s| mode.mcp_selected(&s.name, mode.base_includes_mcp()))

@@ -70,6 +70,11 @@ pub fn read_lsp(
     Ok(servers)
 }
 
+/// Claude Code's `.lsp.json` (and Grok's `lsp.json`, the same shape): the definitions as written.
+pub(crate) fn servers_object(servers: &IndexMap<String, Value>) -> Value {
+    Value::Object(servers.clone().into_iter().collect())
+}
+
 /// OpenCode's `lsp` map from Claude Code definitions. Fields OpenCode has no place for are left
 /// out with a warning.
 pub fn render_opencode(servers: &IndexMap<String, Value>, warnings: &mut Vec<String>) -> Value {

@@ -395,14 +395,70 @@ impl Ctx<'_> {
             }
         }
     }
+
+    /// A command, argument or URL: not secret, references converted to the agent's syntax.
+    fn interpolated_plain(&mut self, value: &str) -> String {
+        reference_syntax(self.agent, value)
+    }
+
+    /// `env` values as a JSON object, literal ones moved to the secret layer as `<SERVER>_<KEY>`.
+    fn interpolated_env(&mut self, env: &IndexMap<String, String>) -> Value {
+        Value::Object(
+            env.iter()
+                .map(|(k, v)| (k.clone(), Value::String(self.interpolated(v, k))))
+                .collect(),
+        )
+    }
+
+    /// Header values as a JSON object, literal ones moved to the secret layer as
+    /// `<SERVER>_HEADER_<NAME>`.
+    fn interpolated_headers(&mut self, headers: &IndexMap<String, String>) -> Value {
+        Value::Object(
+            headers
+                .iter()
+                .map(|(k, v)| {
+                    let value = self.interpolated(v, &format!("HEADER_{k}"));
+                    (k.clone(), Value::String(value))
+                })
+                .collect(),
+        )
+    }
+
+    /// Warns for the OAuth settings neither Cursor nor OpenCode has: a callback port and a
+    /// metadata URL.
+    fn skip_oauth_port_and_metadata(&mut self, oauth: &McpOAuth) {
+        if oauth.callback_port.is_some() {
+            self.skip("an OAuth callback port");
+        }
+        if oauth.metadata_url.is_some() {
+            self.skip("an OAuth metadata URL");
+        }
+    }
 }
 
-fn string_object(map: IndexMap<String, String>) -> Value {
-    Value::Object(
-        map.into_iter()
-            .map(|(k, v)| (k, Value::String(v)))
-            .collect(),
-    )
+/// The servers as a JSON map by name for `agent`, each rendered by `render` (`None` leaves it out).
+fn json_server_map(
+    agent: Agent,
+    servers: &[MergedServer],
+    plugin_paths: &[&str],
+    warnings: &mut Vec<String>,
+    secrets: &mut SecretLayer,
+    mut render: impl FnMut(&mut Ctx<'_>, &McpServer) -> Option<Map<String, Value>>,
+) -> Value {
+    let mut out = Map::new();
+    for merged in servers {
+        let mut ctx = Ctx {
+            agent,
+            name: &merged.name,
+            warnings,
+            secrets,
+            plugin_paths: plugin_paths.to_vec(),
+        };
+        if let Some(object) = render(&mut ctx, &merged.server) {
+            out.insert(merged.name.clone(), Value::Object(object));
+        }
+    }
+    Value::Object(out)
 }
 
 /// The JSON `mcpServers` map for Claude Code, Cursor or Antigravity.
@@ -413,135 +469,108 @@ pub fn render_json_servers(
     warnings: &mut Vec<String>,
     secrets: &mut SecretLayer,
 ) -> Value {
-    let mut out = Map::new();
-    for merged in servers {
-        let server = &merged.server;
-        let mut ctx = Ctx {
-            agent,
-            name: &merged.name,
-            warnings,
-            secrets,
-            plugin_paths: plugin_paths.to_vec(),
-        };
-        let mut object = Map::new();
-        if server.disabled && agent != Agent::Antigravity {
-            ctx.warnings.push(format!(
-                "MCP server `{}` is disabled; not staged for {}",
-                merged.name,
-                agent.display_name()
-            ));
-            continue;
-        }
-        let remote = server.command.is_none();
-        if let Some(kind) = &server.server_type {
-            if agent != Agent::Antigravity {
-                object.insert("type".into(), json!(kind));
-            }
-        } else if remote && agent == Agent::Claude {
-            object.insert("type".into(), json!("http"));
-        }
-        if let Some(command) = &server.command {
-            object.insert("command".into(), json!(ctx.interpolated_plain(command)));
-            if !server.args.is_empty() {
-                let args: Vec<String> = server
-                    .args
-                    .iter()
-                    .map(|a| ctx.interpolated_plain(a))
-                    .collect();
-                object.insert("args".into(), json!(args));
-            }
-            if !server.env.is_empty() {
-                let env: IndexMap<String, String> = server
-                    .env
-                    .iter()
-                    .map(|(k, v)| (k.clone(), ctx.interpolated(v, k)))
-                    .collect();
-                object.insert("env".into(), string_object(env));
-            }
-        }
-        if let Some(url) = &server.url {
-            let key = if agent == Agent::Antigravity {
-                "serverUrl"
-            } else {
-                "url"
-            };
-            object.insert(key.into(), json!(ctx.interpolated_plain(url)));
-        }
-        if !server.headers.is_empty() {
-            let headers: IndexMap<String, String> = server
-                .headers
-                .iter()
-                .map(|(k, v)| (k.clone(), ctx.interpolated(v, &format!("HEADER_{k}"))))
-                .collect();
-            object.insert("headers".into(), string_object(headers));
-        }
-        if let Some(cwd) = &server.cwd {
-            if agent == Agent::Antigravity {
-                object.insert("cwd".into(), json!(cwd));
-            } else {
-                ctx.skip("cwd");
-            }
-        }
-        if let Some(oauth) = &server.oauth {
-            match agent {
-                Agent::Claude => {
-                    let mut o = Map::new();
-                    if let Some(id) = &oauth.client_id {
-                        o.insert("clientId".into(), json!(id));
-                    }
-                    if let Some(port) = oauth.callback_port {
-                        o.insert("callbackPort".into(), json!(port));
-                    }
-                    if let Some(url) = &oauth.metadata_url {
-                        o.insert("authServerMetadataUrl".into(), json!(url));
-                    }
-                    if oauth.client_secret.is_some() {
-                        ctx.skip("an OAuth client secret in its configuration");
-                    }
-                    if !oauth.scopes.is_empty() {
-                        ctx.skip("OAuth scopes");
-                    }
-                    if !o.is_empty() {
-                        object.insert("oauth".into(), Value::Object(o));
-                    }
-                }
-                Agent::Cursor => {
-                    let mut o = Map::new();
-                    if let Some(id) = &oauth.client_id {
-                        o.insert("CLIENT_ID".into(), json!(id));
-                    }
-                    if !oauth.scopes.is_empty() {
-                        o.insert("scopes".into(), json!(oauth.scopes));
-                    }
-                    if oauth.client_secret.is_some() {
-                        ctx.skip("an OAuth client secret read from the environment");
-                    }
-                    if oauth.callback_port.is_some() {
-                        ctx.skip("an OAuth callback port");
-                    }
-                    if oauth.metadata_url.is_some() {
-                        ctx.skip("an OAuth metadata URL");
-                    }
-                    if !o.is_empty() {
-                        object.insert("auth".into(), Value::Object(o));
-                    }
-                }
-                _ => ctx.skip("OAuth client settings"),
-            }
-        }
-        if server.disabled {
-            object.insert("disabled".into(), json!(true));
-        }
-        out.insert(merged.name.clone(), Value::Object(object));
-    }
-    Value::Object(out)
+    json_server_map(agent, servers, plugin_paths, warnings, secrets, json_server)
 }
 
-impl Ctx<'_> {
-    /// A command, argument or URL: not secret, references converted to the agent's syntax.
-    fn interpolated_plain(&mut self, value: &str) -> String {
-        reference_syntax(self.agent, value)
+/// One server for Claude Code, Cursor or Antigravity (the context's agent); `None` when it is
+/// not staged.
+fn json_server(ctx: &mut Ctx<'_>, server: &McpServer) -> Option<Map<String, Value>> {
+    let agent = ctx.agent;
+    let mut object = Map::new();
+    if server.disabled && agent != Agent::Antigravity {
+        ctx.warnings.push(format!(
+            "MCP server `{}` is disabled; not staged for {}",
+            ctx.name,
+            agent.display_name()
+        ));
+        return None;
     }
+    let remote = server.command.is_none();
+    if let Some(kind) = &server.server_type {
+        if agent != Agent::Antigravity {
+            object.insert("type".into(), json!(kind));
+        }
+    } else if remote && agent == Agent::Claude {
+        object.insert("type".into(), json!("http"));
+    }
+    if let Some(command) = &server.command {
+        object.insert("command".into(), json!(ctx.interpolated_plain(command)));
+        if !server.args.is_empty() {
+            let args: Vec<String> = server
+                .args
+                .iter()
+                .map(|a| ctx.interpolated_plain(a))
+                .collect();
+            object.insert("args".into(), json!(args));
+        }
+        if !server.env.is_empty() {
+            object.insert("env".into(), ctx.interpolated_env(&server.env));
+        }
+    }
+    if let Some(url) = &server.url {
+        let key = if agent == Agent::Antigravity {
+            "serverUrl"
+        } else {
+            "url"
+        };
+        object.insert(key.into(), json!(ctx.interpolated_plain(url)));
+    }
+    if !server.headers.is_empty() {
+        object.insert("headers".into(), ctx.interpolated_headers(&server.headers));
+    }
+    if let Some(cwd) = &server.cwd {
+        if agent == Agent::Antigravity {
+            object.insert("cwd".into(), json!(cwd));
+        } else {
+            ctx.skip("cwd");
+        }
+    }
+    if let Some(oauth) = &server.oauth {
+        match agent {
+            Agent::Claude => {
+                let mut o = Map::new();
+                if let Some(id) = &oauth.client_id {
+                    o.insert("clientId".into(), json!(id));
+                }
+                if let Some(port) = oauth.callback_port {
+                    o.insert("callbackPort".into(), json!(port));
+                }
+                if let Some(url) = &oauth.metadata_url {
+                    o.insert("authServerMetadataUrl".into(), json!(url));
+                }
+                if oauth.client_secret.is_some() {
+                    ctx.skip("an OAuth client secret in its configuration");
+                }
+                if !oauth.scopes.is_empty() {
+                    ctx.skip("OAuth scopes");
+                }
+                if !o.is_empty() {
+                    object.insert("oauth".into(), Value::Object(o));
+                }
+            }
+            Agent::Cursor => {
+                let mut o = Map::new();
+                if let Some(id) = &oauth.client_id {
+                    o.insert("CLIENT_ID".into(), json!(id));
+                }
+                if !oauth.scopes.is_empty() {
+                    o.insert("scopes".into(), json!(oauth.scopes));
+                }
+                if oauth.client_secret.is_some() {
+                    ctx.skip("an OAuth client secret read from the environment");
+                }
+                ctx.skip_oauth_port_and_metadata(oauth);
+                if !o.is_empty() {
+                    object.insert("auth".into(), Value::Object(o));
+                }
+            }
+            _ => ctx.skip("OAuth client settings"),
+        }
+    }
+    if server.disabled {
+        object.insert("disabled".into(), json!(true));
+    }
+    Some(object)
 }
 
 /// The `mcp` map of OpenCode's `opencode.json`.
@@ -551,75 +580,67 @@ pub fn render_opencode(
     warnings: &mut Vec<String>,
     secrets: &mut SecretLayer,
 ) -> Value {
-    let mut out = Map::new();
-    for merged in servers {
-        let server = &merged.server;
-        let mut ctx = Ctx {
-            agent: Agent::OpenCode,
-            name: &merged.name,
-            warnings,
-            secrets,
-            plugin_paths: plugin_paths.to_vec(),
-        };
-        let mut object = Map::new();
-        if let Some(command) = &server.command {
-            object.insert("type".into(), json!("local"));
-            let mut list = vec![ctx.interpolated_plain(command)];
-            list.extend(server.args.iter().map(|a| ctx.interpolated_plain(a)));
-            object.insert("command".into(), json!(list));
-            if !server.env.is_empty() {
-                let env: IndexMap<String, String> = server
-                    .env
-                    .iter()
-                    .map(|(k, v)| (k.clone(), ctx.interpolated(v, k)))
-                    .collect();
-                object.insert("environment".into(), string_object(env));
-            }
-        } else if let Some(url) = &server.url {
-            object.insert("type".into(), json!("remote"));
-            object.insert("url".into(), json!(ctx.interpolated_plain(url)));
+    json_server_map(
+        Agent::OpenCode,
+        servers,
+        plugin_paths,
+        warnings,
+        secrets,
+        |ctx, server| Some(opencode_server(ctx, server)),
+    )
+}
+
+/// One server for OpenCode.
+fn opencode_server(ctx: &mut Ctx<'_>, server: &McpServer) -> Map<String, Value> {
+    let mut object = Map::new();
+    if let Some(command) = &server.command {
+        object.insert("type".into(), json!("local"));
+        let mut list = vec![ctx.interpolated_plain(command)];
+        list.extend(server.args.iter().map(|a| ctx.interpolated_plain(a)));
+        object.insert("command".into(), json!(list));
+        if !server.env.is_empty() {
+            object.insert("environment".into(), ctx.interpolated_env(&server.env));
         }
-        if !server.headers.is_empty() {
-            if server.command.is_some() {
-                ctx.skip("headers on a local server");
-            } else {
-                let headers: IndexMap<String, String> = server
-                    .headers
-                    .iter()
-                    .map(|(k, v)| (k.clone(), ctx.interpolated(v, &format!("HEADER_{k}"))))
-                    .collect();
-                object.insert("headers".into(), string_object(headers));
-            }
-        }
-        if server.cwd.is_some() {
-            ctx.skip("cwd");
-        }
-        if let Some(oauth) = &server.oauth {
-            let mut o = Map::new();
-            if let Some(id) = &oauth.client_id {
-                o.insert("clientId".into(), json!(id));
-            }
-            if let Some(secret) = &oauth.client_secret {
-                let value = ctx.interpolated(secret, "OAUTH_CLIENT_SECRET");
-                o.insert("clientSecret".into(), json!(value));
-            }
-            if !oauth.scopes.is_empty() {
-                o.insert("scope".into(), json!(oauth.scopes.join(" ")));
-            }
-            if oauth.callback_port.is_some() {
-                ctx.skip("an OAuth callback port");
-            }
-            if oauth.metadata_url.is_some() {
-                ctx.skip("an OAuth metadata URL");
-            }
-            object.insert("oauth".into(), Value::Object(o));
-        }
-        if server.disabled {
-            object.insert("enabled".into(), json!(false));
-        }
-        out.insert(merged.name.clone(), Value::Object(object));
+    } else if let Some(url) = &server.url {
+        object.insert("type".into(), json!("remote"));
+        object.insert("url".into(), json!(ctx.interpolated_plain(url)));
     }
-    Value::Object(out)
+    if !server.headers.is_empty() {
+        if server.command.is_some() {
+            ctx.skip("headers on a local server");
+        } else {
+            object.insert("headers".into(), ctx.interpolated_headers(&server.headers));
+        }
+    }
+    if server.cwd.is_some() {
+        ctx.skip("cwd");
+    }
+    if let Some(oauth) = &server.oauth {
+        let mut o = Map::new();
+        if let Some(id) = &oauth.client_id {
+            o.insert("clientId".into(), json!(id));
+        }
+        if let Some(secret) = &oauth.client_secret {
+            let value = ctx.interpolated(secret, "OAUTH_CLIENT_SECRET");
+            o.insert("clientSecret".into(), json!(value));
+        }
+        if !oauth.scopes.is_empty() {
+            o.insert("scope".into(), json!(oauth.scopes.join(" ")));
+        }
+        ctx.skip_oauth_port_and_metadata(oauth);
+        object.insert("oauth".into(), Value::Object(o));
+    }
+    if server.disabled {
+        object.insert("enabled".into(), json!(false));
+    }
+    object
+}
+
+/// Inserts `value` under `key` when it has entries.
+fn insert_unless_empty(table: &mut toml::Table, key: &str, value: toml::Table) {
+    if !value.is_empty() {
+        table.insert(key.into(), value.into());
+    }
 }
 
 /// The `[mcp_servers]` table for Codex (and Grok, which reads the same shape). Literal secrets go
@@ -678,15 +699,11 @@ pub fn render_toml_servers(
                     }
                 }
             }
-            if !env.is_empty() {
-                table.insert("env".into(), env.into());
-            }
+            insert_unless_empty(&mut table, "env", env);
             if !env_vars.is_empty() {
                 table.insert("env_vars".into(), env_vars.into());
             }
-            if !env_secret.is_empty() {
-                secret.insert("env".into(), env_secret.into());
-            }
+            insert_unless_empty(&mut secret, "env", env_secret);
         }
         if let Some(url) = &server.url {
             no_interpolation(url, &mut warn);
@@ -723,15 +740,9 @@ pub fn render_toml_servers(
                 }
             }
         }
-        if !headers.is_empty() {
-            table.insert("http_headers".into(), headers.into());
-        }
-        if !env_headers.is_empty() {
-            table.insert("env_http_headers".into(), env_headers.into());
-        }
-        if !secret_headers.is_empty() {
-            secret.insert("http_headers".into(), secret_headers.into());
-        }
+        insert_unless_empty(&mut table, "http_headers", headers);
+        insert_unless_empty(&mut table, "env_http_headers", env_headers);
+        insert_unless_empty(&mut secret, "http_headers", secret_headers);
         if let Some(cwd) = &server.cwd {
             if agent == Agent::Codex {
                 table.insert("cwd".into(), cwd.clone().into());
@@ -764,9 +775,7 @@ pub fn render_toml_servers(
             table.insert("enabled".into(), false.into());
         }
         out.insert(name.to_string(), table.into());
-        if !secret.is_empty() {
-            secret_servers.insert(name.to_string(), secret.into());
-        }
+        insert_unless_empty(&mut secret_servers, name, secret);
     }
     if !secret_servers.is_empty() {
         let layer = secrets.config_toml.get_or_insert_with(toml::Table::new);

@@ -14,35 +14,26 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::artifact::ArtifactKind;
 use crate::convert;
-use crate::layout::{self, Unit};
+use crate::layout::{self, ArtifactLayout, Place};
 use crate::plan::{Agent, RenderPlan};
 use crate::{attribution, lsp, mcp, Context};
 
 /// The config root, relative to the generation root.
 pub const ROOT: &str = "opencode";
 
+/// Where commands, agents and rules go in the config root (rules become skills).
+const LAYOUT: ArtifactLayout = ArtifactLayout {
+    root: ROOT,
+    with_overlay: false,
+    command: Place::file("commands", "md", convert::opencode_command),
+    agent: Place::file("agents", "md", convert::opencode_agent),
+    rule: Place::Skill,
+};
+
 pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
     let mut plan = RenderPlan::new(Agent::OpenCode);
-    layout::stage(
-        ctx,
-        &mut plan,
-        ROOT,
-        false,
-        &|artifact, label, names, warnings| match artifact.kind {
-            ArtifactKind::Skill => vec![layout::skill_unit(artifact, &artifact.name, true)],
-            ArtifactKind::Command => vec![Unit::file(
-                format!("commands/{}.md", artifact.name),
-                convert::opencode_command(artifact, label, warnings),
-            )],
-            ArtifactKind::Agent => vec![Unit::file(
-                format!("agents/{}.md", artifact.name),
-                convert::opencode_agent(artifact, label, warnings),
-            )],
-            ArtifactKind::Rule => vec![layout::fallback_skill(artifact, label, names, warnings)],
-        },
-    );
+    layout::stage(ctx, &mut plan, &LAYOUT);
 
     layout::stage_hooks(
         ctx,

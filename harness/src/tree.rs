@@ -138,6 +138,15 @@ impl PackageTree {
         &self.root
     }
 
+    /// Leaves out the entry at `relative` when it is a symbolic link (a link agentpack placed).
+    pub(crate) fn without_link(mut self, relative: &str) -> Self {
+        if matches!(self.entries.get(relative), Some(TreeEntry::Symlink { .. })) {
+            self.entries.remove(relative);
+            return Self::from_entries(self.root, self.entries);
+        }
+        self
+    }
+
     /// Every listed path (files and links), sorted.
     pub fn entries(&self) -> &BTreeMap<String, TreeEntry> {
         &self.entries

@@ -69,7 +69,9 @@ pub use names::{sanitize_label, BlobId, StorePath, StorePathName};
 pub use publish::{PlannedFile, Source};
 pub use roots::{GenerationRoot, Lease, LeaseOptions, LeaseRecord, LeaseState};
 pub use store::{SlotState, Store, StoreOptions, StoreTempDir, HOST_ID_ENV, LAYOUT_VERSION_DIR};
-pub use tree_hash::{hash_tree, matches_tree_hash, Match, TreeHash, TREE_HASH_PREFIX};
+pub use tree_hash::{
+    hash_tree, hash_tree_without_link, matches_tree_hash, Match, TreeHash, TREE_HASH_PREFIX,
+};
 pub use verify::{verify, BlobProblem, PathProblem, VerifyOptions, VerifyReport};
 
 #[cfg(test)]

@@ -234,6 +234,20 @@ pub fn hash_tree(root: &Path) -> Result<TreeHash> {
     hash_records(&records, false)
 }
 
+/// The `sha256-tree-v1` digest of `root` without the symbolic link at `skip_link` (a relative
+/// path), when there is one: for a tree in which a tool keeps a link of its own. `None` when
+/// nothing else is there (only directories), so such a tree reads as no tree at all.
+pub fn hash_tree_without_link(root: &Path, skip_link: &str) -> Result<Option<TreeHash>> {
+    let mut records = collect_records(root)?;
+    records.retain(|record| {
+        !(record.kind == RecordKind::Link && record.relative == skip_link.as_bytes())
+    });
+    if records.is_empty() {
+        return Ok(None);
+    }
+    hash_records(&records, false).map(Some)
+}
+
 /// Compare the tree at `dir` with `expected`: exact digest first, then the legacy rule (each in-package
 /// link hashed as an empty `f` record).
 pub fn matches_tree_hash(dir: &Path, expected: &TreeHash) -> Result<Match> {

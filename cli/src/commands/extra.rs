@@ -5,16 +5,22 @@
 //! different content is replaced by the copy whose newest file is newer. Only those two directories
 //! of the project are touched; staging and the cache have nothing to do with it. `--dry-run` reports
 //! without writing; `--json` prints the actions.
+//!
+//! It must never lose a file without saying so: the plan names every file an update takes out of
+//! the older copy, and every replaced copy is kept under the project's state directory
+//! (`$AGENTPACK_HOME/projects/<hash>/sync-claude/<time>/`). A failed run leaves both directories as
+//! they were: every new copy is built beside its destination (and every replaced copy saved) before
+//! the first one is renamed into place, and a failed rename puts back the ones done.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-use anyhow::{Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 use serde::Serialize;
 
-use crate::context::Context;
+use crate::context::{Context, Home};
 use crate::output;
 
 /// `agentpack extra`'s subcommands.
@@ -45,6 +51,11 @@ pub struct Action {
     pub skill: String,
     pub from: PathBuf,
     pub to: PathBuf,
+    /// Files (and links) of the older copy that the newer one does not have: the update takes them
+    /// out of `to`. Empty for a copy.
+    pub removes: Vec<PathBuf>,
+    /// Where the replaced copy was kept (an update that ran; `None` with `--dry-run`).
+    pub kept: Option<PathBuf>,
 }
 
 #[derive(Debug, Serialize)]
@@ -64,36 +75,75 @@ fn run_sync_claude(ctx: &Context, args: &SyncClaudeArgs) -> Result<ExitCode> {
     let root = ctx.project_root().unwrap_or_else(|_| ctx.cwd.clone());
     let claude = root.join(".claude/skills");
     let agents = root.join(".agents/skills");
-    let actions = plan(&claude, &agents)?;
-    if !args.dry_run {
-        for action in &actions {
-            replace_with_copy(&action.from, &action.to)?;
+    let mut actions = plan(&claude, &agents)?;
+    let mut kept_in = None;
+    if !args.dry_run && !actions.is_empty() {
+        let backups = backups_dir(&root)?;
+        kept_in = apply(&root, &mut actions, &backups)?;
+    }
+    let text = !ctx.json && ctx.says();
+    if text && actions.is_empty() {
+        output::info(".claude/skills and .agents/skills are in sync");
+    }
+    let verb = if args.dry_run { "would " } else { "" };
+    for action in &actions {
+        if text {
+            output::info(&format!(
+                "{verb}{} {} -> {}",
+                action.action,
+                relative(&root, &action.from),
+                relative(&root, &action.to)
+            ));
         }
+        if action.removes.is_empty() {
+            continue;
+        }
+        let what = format!(
+            "{} ({} does not have {})",
+            list(&root, &action.removes),
+            relative(&root, &action.from),
+            if action.removes.len() == 1 {
+                "it"
+            } else {
+                "them"
+            },
+        );
+        if args.dry_run {
+            if text {
+                output::info(&format!("  would remove {what}"));
+            }
+        } else {
+            // Files taken out of an older copy are named even with --quiet or --json.
+            let kept = action
+                .kept
+                .as_ref()
+                .map(|kept| format!("; the replaced copy is kept in {}", kept.display()))
+                .unwrap_or_default();
+            output::warn(&format!("removed {what}{kept}"));
+        }
+    }
+    if let (true, Some(kept_in)) = (text, &kept_in) {
+        output::info(&format!(
+            "the replaced copies are kept in {}",
+            kept_in.display()
+        ));
     }
     if ctx.json {
         output::json(&Report {
             dry_run: args.dry_run,
             actions,
         })?;
-    } else if ctx.says() {
-        if actions.is_empty() {
-            output::info(".claude/skills and .agents/skills are in sync");
-        }
-        let verb = if args.dry_run { "would " } else { "" };
-        for action in &actions {
-            let what = if action.action == "copy" {
-                "copy"
-            } else {
-                "update"
-            };
-            output::info(&format!(
-                "{verb}{what} {} -> {}",
-                relative(&root, &action.from),
-                relative(&root, &action.to)
-            ));
-        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `.claude/skills/s/a.md, .claude/skills/s/refs/b.md` for messages.
+fn list(root: &Path, files: &[PathBuf]) -> String {
+    files
+        .iter()
+        .map(|f| relative(root, f))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn relative(root: &Path, path: &Path) -> String {
@@ -113,7 +163,11 @@ fn skills(dir: &Path) -> Result<BTreeMap<String, PathBuf>> {
     };
     for entry in entries {
         let entry = entry?;
-        if entry.file_type()?.is_dir() {
+        // A link to a skill directory counts as that skill (followed, never replaced by a copy
+        // when both sides already agree).
+        // A build directory an interrupted run left behind is not a skill.
+        let leftover = entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX);
+        if !leftover && fs_err::metadata(entry.path()).is_ok_and(|m| m.is_dir()) {
             out.insert(
                 entry.file_name().to_string_lossy().into_owned(),
                 entry.path(),
@@ -144,8 +198,13 @@ fn contents(dir: &Path) -> Result<BTreeMap<PathBuf, (Vec<u8>, SystemTime)>> {
                     relative,
                     (target.as_os_str().as_encoded_bytes().to_vec(), modified),
                 );
-            } else {
+            } else if kind.is_file() {
                 out.insert(relative, (fs_err::read(&path)?, modified));
+            } else {
+                bail!(
+                    "{} is not a regular file, a directory or a link; sync-claude copies nothing else\n  fix  move it out of the skill directory and run `agentpack extra sync-claude` again",
+                    path.display()
+                );
             }
         }
     }
@@ -169,19 +228,27 @@ pub fn plan(claude: &Path, agents: &Path) -> Result<Vec<Action>> {
     names.sort();
     names.dedup();
     for name in names {
+        let copy = |from: &PathBuf, to: PathBuf| -> Result<Action> {
+            // Only directories are skills: anything else at that name is the user's, in the way.
+            if fs_err::symlink_metadata(&to).is_ok() {
+                bail!(
+                    "{} is not a skill directory, so the skill {name} cannot be copied there\n  fix  move it away and run `agentpack extra sync-claude` again",
+                    to.display()
+                );
+            }
+            contents(from)?;
+            Ok(Action {
+                action: "copy",
+                skill: name.clone(),
+                from: from.clone(),
+                to,
+                removes: Vec::new(),
+                kept: None,
+            })
+        };
         match (left.get(name), right.get(name)) {
-            (Some(from), None) => actions.push(Action {
-                action: "copy",
-                skill: name.clone(),
-                from: from.clone(),
-                to: agents.join(name),
-            }),
-            (None, Some(from)) => actions.push(Action {
-                action: "copy",
-                skill: name.clone(),
-                from: from.clone(),
-                to: claude.join(name),
-            }),
+            (Some(from), None) => actions.push(copy(from, agents.join(name))?),
+            (None, Some(from)) => actions.push(copy(from, claude.join(name))?),
             (Some(a), Some(b)) => {
                 let (ca, cb) = (contents(a)?, contents(b)?);
                 let same = ca.len() == cb.len()
@@ -192,16 +259,23 @@ pub fn plan(claude: &Path, agents: &Path) -> Result<Vec<Action>> {
                 if same {
                     continue;
                 }
-                let (from, to) = if newest(&ca) >= newest(&cb) {
-                    (a, b)
+                let (from, to, newer, older) = if newest(&ca) >= newest(&cb) {
+                    (a, b, &ca, &cb)
                 } else {
-                    (b, a)
+                    (b, a, &cb, &ca)
                 };
+                let removes = older
+                    .keys()
+                    .filter(|file| !newer.contains_key(*file))
+                    .map(|file| to.join(file))
+                    .collect();
                 actions.push(Action {
                     action: "update",
                     skill: name.clone(),
                     from: from.clone(),
                     to: to.clone(),
+                    removes,
+                    kept: None,
                 });
             }
             (None, None) => {}
@@ -210,26 +284,179 @@ pub fn plan(claude: &Path, agents: &Path) -> Result<Vec<Action>> {
     Ok(actions)
 }
 
-/// Replaces `to` with a copy of `from` (built beside it, then renamed into place).
-fn replace_with_copy(from: &Path, to: &Path) -> Result<()> {
-    let parent = to.parent().context("a skill directory has a parent")?;
-    fs_err::create_dir_all(parent)?;
-    let temp = tempfile::Builder::new()
-        .prefix(".agentpack-sync-")
-        .tempdir_in(parent)
-        .with_context(|| {
-            format!(
-                "cannot create a temporary directory in {}",
-                parent.display()
-            )
-        })?;
-    let staged = temp.path().join("skill");
-    copy_tree(from, &staged)?;
-    if to.exists() {
-        let old = temp.path().join("old");
-        fs_err::rename(to, &old)?;
+/// The name prefix of the directories new copies are built in, beside their destination.
+const TEMP_PREFIX: &str = ".agentpack-sync-";
+
+/// `$AGENTPACK_HOME/projects/<hash>/sync-claude`: where replaced copies are kept, outside the
+/// project (so they are neither read as skills nor committed).
+fn backups_dir(root: &Path) -> Result<PathBuf> {
+    let canonical = fs_err::canonicalize(root)?;
+    let hash = agentpack_lockfile::keys::project_hash(&canonical);
+    Ok(Home::from_env()?
+        .root
+        .join("projects")
+        .join(hash)
+        .join("sync-claude"))
+}
+
+/// Creates this run's directory under `backups`, named by the UTC time (`20261201T031800Z`, with a
+/// `-2`, `-3`… suffix when a run in the same second made one).
+fn create_run_dir(backups: &Path) -> Result<PathBuf> {
+    fs_err::create_dir_all(backups)?;
+    let stamp: String = humantime::format_rfc3339_seconds(SystemTime::now())
+        .to_string()
+        .chars()
+        .filter(|c| !matches!(c, '-' | ':'))
+        .collect();
+    for attempt in 1..=100 {
+        let name = if attempt == 1 {
+            stamp.clone()
+        } else {
+            format!("{stamp}-{attempt}")
+        };
+        let dir = backups.join(name);
+        match fs_err::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e.into()),
+        }
     }
-    fs_err::rename(&staged, to)?;
+    bail!(
+        "cannot create a directory for the replaced copies in {}: too many runs this second; run it again",
+        backups.display()
+    )
+}
+
+/// One new copy, built beside its destination.
+struct Staged {
+    temp: tempfile::TempDir,
+    to: PathBuf,
+    /// Something (the older copy) is at `to` and is swapped out.
+    replaces: bool,
+}
+
+impl Staged {
+    fn new_copy(&self) -> PathBuf {
+        self.temp.path().join("skill")
+    }
+
+    fn old_copy(&self) -> PathBuf {
+        self.temp.path().join("old")
+    }
+
+    /// Moves the older copy aside and the new one into place; on failure `to` is as it was.
+    fn swap(&self) -> Result<()> {
+        if self.replaces {
+            fs_err::rename(&self.to, self.old_copy())?;
+        }
+        if let Err(error) = fs_err::rename(self.new_copy(), &self.to) {
+            if self.replaces {
+                let _ = fs_err::rename(self.old_copy(), &self.to);
+            }
+            return Err(error.into());
+        }
+        Ok(())
+    }
+
+    /// Puts back what [`Staged::swap`] replaced.
+    fn undo(&self) -> Result<()> {
+        fs_err::rename(&self.to, self.temp.path().join("undone"))?;
+        if self.replaces {
+            fs_err::rename(self.old_copy(), &self.to)?;
+        }
+        Ok(())
+    }
+}
+
+/// Carries out the plan; a failure leaves both skill directories as they were. Every new copy is
+/// built beside its destination and every replaced copy saved under a new directory of `backups`
+/// (returned, when an update made one) before anything is renamed; a failed rename puts back those
+/// done.
+fn apply(root: &Path, actions: &mut [Action], backups: &Path) -> Result<Option<PathBuf>> {
+    let mut created_dirs = Vec::new();
+    let mut run_dir = None;
+    let result = stage_and_swap(root, actions, backups, &mut created_dirs, &mut run_dir);
+    if result.is_err() {
+        if let Some(run_dir) = &run_dir {
+            let _ = fs_err::remove_dir_all(run_dir);
+        }
+        for dir in created_dirs.iter().rev() {
+            let _ = fs_err::remove_dir(dir);
+        }
+        for action in actions.iter_mut() {
+            action.kept = None;
+        }
+    }
+    result.map(|()| run_dir)
+}
+
+fn stage_and_swap(
+    root: &Path,
+    actions: &mut [Action],
+    backups: &Path,
+    created_dirs: &mut Vec<PathBuf>,
+    run_dir: &mut Option<PathBuf>,
+) -> Result<()> {
+    let mut staged = Vec::new();
+    for action in actions.iter_mut() {
+        let parent = action
+            .to
+            .parent()
+            .context("a skill directory has a parent")?;
+        let mut missing = Vec::new();
+        let mut current = Some(parent);
+        while let Some(dir) = current.filter(|d| fs_err::symlink_metadata(d).is_err()) {
+            missing.push(dir.to_path_buf());
+            current = dir.parent();
+        }
+        fs_err::create_dir_all(parent)?;
+        created_dirs.extend(missing.into_iter().rev());
+        let temp = tempfile::Builder::new()
+            .prefix(TEMP_PREFIX)
+            .tempdir_in(parent)
+            .with_context(|| {
+                format!(
+                    "cannot create a temporary directory in {}",
+                    parent.display()
+                )
+            })?;
+        copy_tree(&action.from, &temp.path().join("skill"))?;
+        let replaces = fs_err::symlink_metadata(&action.to).is_ok();
+        if replaces {
+            let run = match run_dir {
+                Some(run) => run.clone(),
+                None => run_dir
+                    .insert(create_run_dir(backups).with_context(|| {
+                        format!(
+                            "cannot keep a copy of {} before replacing it; nothing was changed",
+                            action.to.display()
+                        )
+                    })?)
+                    .clone(),
+            };
+            let kept = run.join(action.to.strip_prefix(root).unwrap_or(&action.to));
+            copy_tree(&action.to, &kept).with_context(|| {
+                format!(
+                    "cannot keep a copy of {} before replacing it; nothing was changed",
+                    action.to.display()
+                )
+            })?;
+            action.kept = Some(kept);
+        }
+        staged.push(Staged {
+            temp,
+            to: action.to.clone(),
+            replaces,
+        });
+    }
+    for (done, step) in staged.iter().enumerate() {
+        if let Err(error) = step.swap() {
+            for earlier in staged[..done].iter().rev() {
+                let _ = earlier.undo();
+            }
+            return Err(error);
+        }
+    }
     Ok(())
 }
 

@@ -33,11 +33,6 @@ use crate::output;
 /// Arguments of every launcher.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LaunchArgs {
-    /// The workspace the agent works in (default: the current directory). Cursor reads sub-agents
-    /// from <DIR>/.cursor/agents; Grok gets it as --cwd, Antigravity as --add-dir.
-    #[arg(long, value_name = "DIR")]
-    pub workspace: Option<PathBuf>,
-
     /// Arguments passed to the agent unchanged; put `--` before them when one looks like an
     /// agentpack flag.
     #[arg(
@@ -122,10 +117,7 @@ fn launch_with_lease(
     store: &Store,
     store_path: Option<&agentpack_store::StorePath>,
 ) -> Result<i32> {
-    let workspace = match &args.workspace {
-        Some(dir) => ctx.cwd.join(dir),
-        None => ctx.cwd.clone(),
-    };
+    let workspace = ctx.workspace.clone().unwrap_or_else(|| ctx.cwd.clone());
     let user = user_env()?;
     let no_secrets = SecretLayer::default();
     let staging_override = env::var(EnvVars::AGENTPACK_STAGING_ROOT).map(PathBuf::from);

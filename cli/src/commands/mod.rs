@@ -11,7 +11,7 @@ pub mod lock;
 pub mod mcp;
 pub mod mcp_exec;
 pub mod mode;
-mod retired_homes;
+pub mod retired_homes;
 pub mod store;
 pub mod sync;
 

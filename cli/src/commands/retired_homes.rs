@@ -2,6 +2,9 @@
 //! generations that no launch uses any more are removed, and the Codex homes of projects that are
 //! gone.
 //!
+//! Staging trees at the default location (`<temp>/agentpack-<hash>/`) of projects that are gone
+//! are removed too.
+//!
 //! A layer is in use while a live lease holds its generation (a wrapped agent runs from it) or,
 //! for Codex, while the generation's daemon has loaded threads; an idle retired daemon is stopped
 //! first. Failures here never fail the command: they are warnings, and the next sync or launch
@@ -41,6 +44,58 @@ pub fn retire(ctx: &Context, store: &Store, staged: &Staged) {
         }
         Err(error) => output::warn(&format!("cannot remove unused home layers: {error:#}")),
     }
+}
+
+/// The file in a default-location staging tree that names its project.
+const STAGING_MARKER: &str = ".agentpack-project";
+
+/// Records the project of a staging tree at the default location (`<temp>/agentpack-<hash>/`), so
+/// a sync in another project can tell when it is gone.
+pub fn mark_staging_root(staging_root: &Path, project_root: &Path) -> Result<()> {
+    let marker = staging_root.join(STAGING_MARKER);
+    let text = format!("{}\n", project_root.display());
+    if fs_err::read_to_string(&marker).is_ok_and(|current| current == text) {
+        return Ok(());
+    }
+    fs_err::create_dir_all(staging_root)?;
+    let temp = staging_root.join(format!("{STAGING_MARKER}.{}.tmp", std::process::id()));
+    fs_err::write(&temp, text)?;
+    fs_err::rename(&temp, &marker)?;
+    Ok(())
+}
+
+/// Removes the default-location staging trees (`<temp>/agentpack-<hash>/`) whose recorded project
+/// no longer exists. Trees without the marker (older versions, or not ours) are never touched;
+/// links inside are removed, never followed. A running agent is unaffected: it resolved its
+/// generation (a store path its lease holds) when it started.
+fn prune_orphan_staging_trees(temp: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(temp) else {
+        return removed;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(hash) = name.to_str().and_then(|n| n.strip_prefix("agentpack-")) else {
+            continue;
+        };
+        if hash.len() != 16 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            continue;
+        }
+        let dir = entry.path();
+        if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+            continue;
+        }
+        let Ok(recorded) = std::fs::read_to_string(dir.join(STAGING_MARKER)) else {
+            continue;
+        };
+        if Path::new(recorded.trim_end()).exists() {
+            continue;
+        }
+        if std::fs::remove_dir_all(&dir).is_ok() {
+            removed.push(dir);
+        }
+    }
+    removed
 }
 
 fn prune(store: &Store, staged: &Staged) -> Result<PruneReport> {
@@ -88,5 +143,8 @@ fn prune(store: &Store, staged: &Staged) -> Result<PruneReport> {
         report.busy.extend(orphans.busy);
         report.warnings.extend(orphans.warnings);
     }
+    report
+        .removed
+        .extend(prune_orphan_staging_trees(&std::env::temp_dir()));
     Ok(report)
 }

@@ -14,7 +14,7 @@
 //! and the staged files against the generation's record.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -27,9 +27,10 @@ use agentpack_builders::generation::{
 use agentpack_builders::mcp_lock::{self, McpLockOptions};
 use agentpack_builders::resolve::{resolve, ResolveEnv, UpdatePolicy};
 use agentpack_builders::session::GitHubSession;
+use agentpack_harness::home_layer::AGY_OVERLAY_LINK;
 use agentpack_harness::{Agent, ModeFilter, SecretLayer};
 use agentpack_lockfile::{keys, Lockfile, Manifest, DEFAULT_MODE};
-use agentpack_store::{hash_tree, Store, StorePath};
+use agentpack_store::{hash_tree_without_link, Store, StorePath};
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
 
@@ -151,6 +152,20 @@ pub fn run_sync(ctx: &Context, project: &Project, options: &SyncOptions) -> Resu
     };
     let staged = stage(ctx, project, &verified, &store, &mode, options.agent)?;
     session::flush_store_warnings(&store);
+    if env::var(EnvVars::AGENTPACK_STAGING_ROOT).is_none() {
+        if let Err(error) = retired_homes::mark_staging_root(&project.staging_root, &project.root) {
+            output::warn(&format!(
+                "cannot record the project of {}: {error:#}",
+                project.staging_root.display()
+            ));
+        }
+    }
+    // Every Codex home links to the native session history, so every sync makes sure it exists.
+    if let Some(home) = env::var(EnvVars::HOME) {
+        if let Err(error) = agentpack_harness::home_layer::ensure_codex_history(Path::new(&home)) {
+            output::warn(&format!("{error}"));
+        }
+    }
     Ok(staged)
 }
 
@@ -320,13 +335,14 @@ fn generation_inputs(
         });
     }
     let overlay_dir = project.root.join(".agents");
+    // agy's workspace plugin link is agentpack's, not project content; an overlay with nothing
+    // else in it is no overlay.
     let overlay = if env::var(EnvVars::AGENTPACK_DOT_AGENTS).as_deref() != Some("0")
         && overlay_dir.is_dir()
     {
-        let hash = hash_tree(&overlay_dir).with_context(|| {
-            format!("cannot read the project overlay {}", overlay_dir.display())
-        })?;
-        Some((overlay_dir, hash.to_string()))
+        hash_tree_without_link(&overlay_dir, AGY_OVERLAY_LINK)
+            .with_context(|| format!("cannot read the project overlay {}", overlay_dir.display()))?
+            .map(|hash| (overlay_dir, hash.to_string()))
     } else {
         None
     };
@@ -508,7 +524,16 @@ fn verify_only(ctx: &Context, project: &Project) -> Result<ExitCode> {
         message.push_str("\n  fix       agentpack sync   (rebuilds staging from the verified cache and reports what it replaced)");
         bail!(message);
     }
-    if ctx.says() {
+    if ctx.json {
+        output::json(&serde_json::json!({
+            "verify_only": true,
+            "mode": mode.name,
+            "verified": true,
+            "packages": lock.packages.len(),
+            "generation": generation.name().as_str(),
+            "pointer": pointer.path(),
+        }))?;
+    } else if ctx.says() {
         output::info(&format!(
             "pack.lock, the cache and the staged files of mode `{}` verify",
             mode.name

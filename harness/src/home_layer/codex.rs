@@ -40,7 +40,26 @@ pub fn codex_home_dir(
     Path::new("/var/tmp").join(tail)
 }
 
-/// Makes sure a native history path exists (the one thing agentpack creates in `~/.codex`).
+/// The session history a Codex home links to its native place in `~/.codex` (directory or file).
+const NATIVE_HISTORY: [(&str, bool); 3] = [
+    ("sessions", true),
+    ("archived_sessions", true),
+    ("history.jsonl", false),
+];
+
+/// Makes sure Codex's native session history exists in the user's `~/.codex` (`home` is `$HOME`):
+/// `sessions/`, `archived_sessions/` and `history.jsonl`, created empty when missing, because every
+/// Codex home links to them. The one thing agentpack creates in `~/.codex`; every sync does it,
+/// whether or not Codex was ever run.
+pub fn ensure_codex_history(home: &Path) -> Result<(), HomeLayerError> {
+    let real = home.join(".codex");
+    for (name, dir) in NATIVE_HISTORY {
+        ensure_native(&real.join(name), dir)?;
+    }
+    Ok(())
+}
+
+/// Makes sure a native history path exists.
 fn ensure_native(path: &Path, dir: bool) -> Result<(), HomeLayerError> {
     if std::fs::symlink_metadata(path).is_ok() {
         return Ok(());
@@ -252,14 +271,9 @@ pub(super) fn prepare(
     )?;
 
     // Session history in the native places.
-    for (name, dir) in [
-        ("sessions", true),
-        ("archived_sessions", true),
-        ("history.jsonl", false),
-    ] {
-        let native = real.join(name);
-        ensure_native(&native, dir)?;
-        ensure_symlink(&home.join(name), &native)?;
+    ensure_codex_history(&request.user.home)?;
+    for (name, _) in NATIVE_HISTORY {
+        ensure_symlink(&home.join(name), &real.join(name))?;
     }
 
     prepared

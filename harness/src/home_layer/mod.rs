@@ -38,11 +38,16 @@ use std::path::{Path, PathBuf};
 
 use crate::plan::{Agent, SecretLayer};
 
-pub use codex::{codex_home_dir, CODEX_SOCKET_SUFFIX, MAX_SOCKET_PATH};
+pub use codex::{codex_home_dir, ensure_codex_history, CODEX_SOCKET_SUFFIX, MAX_SOCKET_PATH};
 pub use codex_keychain::SecurityCli;
 pub use grok::save_grok_credentials;
 pub use prune::{layer_dirs, prune_layers, prune_orphan_codex_homes, DaemonPolicy, PruneReport};
 pub use workspace_links::{WorkspaceLink, WorkspaceLinks};
+
+/// Where `agentpack agy` links the generation's workspace plugin, relative to `./.agents/`. As a
+/// link it is agentpack's own, not project content: the overlay, its hash and the launch
+/// fingerprint leave it out (a real directory there, as eject writes, is content).
+pub const AGY_OVERLAY_LINK: &str = "plugins/agentpack-bundle";
 
 /// Failures preparing a home layer.
 #[derive(Debug, thiserror::Error)]
@@ -170,12 +175,13 @@ pub fn prepare(request: &HomeLayerRequest<'_>) -> Result<PreparedHome, HomeLayer
             if target.is_dir() {
                 place_workspace_link(&mut links, request.agent, &link, &target, &mut prepared)?;
             } else {
-                links.remove_agent_link(request.agent, &link)?;
+                let warnings = links.remove_agent_link(request.agent, &link)?;
+                prepared.warnings.extend(warnings);
             }
         }
         Agent::Antigravity => {
             let target = request.generation.join("agy/agentpack-bundle");
-            let link = request.workspace.join(".agents/plugins/agentpack-bundle");
+            let link = request.workspace.join(".agents").join(AGY_OVERLAY_LINK);
             if target.is_dir() {
                 place_workspace_link(&mut links, request.agent, &link, &target, &mut prepared)?;
             }

@@ -75,14 +75,28 @@ fn resolve_root(root: &Path) -> Option<PathBuf> {
     }
 }
 
+/// Which entries of a tree the fingerprint covers.
+#[derive(Clone, Copy)]
+enum Cover {
+    /// Everything (a cache entry).
+    All,
+    /// The project overlay: its files and links, except agy's workspace link; a missing and an
+    /// empty `./.agents/` are the same input, as they are to the sync.
+    Overlay,
+}
+
 /// Hashes the metadata of every entry under `root` (the root itself followed when it is a link,
 /// nothing below followed).
-fn tree_metadata(hasher: &mut Sha256, root: &Path) {
+fn tree_metadata(hasher: &mut Sha256, root: &Path, cover: Cover) {
     let Some(resolved) = resolve_root(root) else {
-        field(hasher, b"missing");
+        if matches!(cover, Cover::All) {
+            field(hasher, b"missing");
+        }
         return;
     };
-    field(hasher, resolved.as_os_str().as_encoded_bytes());
+    if matches!(cover, Cover::All) {
+        field(hasher, resolved.as_os_str().as_encoded_bytes());
+    }
     let mut lines: Vec<(Vec<u8>, String)> = Vec::new();
     for entry in walkdir::WalkDir::new(&resolved).follow_links(false) {
         let Ok(entry) = entry else {
@@ -99,6 +113,13 @@ fn tree_metadata(hasher: &mut Sha256, root: &Path) {
             .as_os_str()
             .as_encoded_bytes()
             .to_vec();
+        if matches!(cover, Cover::Overlay)
+            && (meta.is_dir()
+                || (meta.is_symlink()
+                    && relative == crate::home_layer::AGY_OVERLAY_LINK.as_bytes()))
+        {
+            continue;
+        }
         lines.push((relative, metadata_line(&meta)));
     }
     lines.sort();
@@ -120,8 +141,8 @@ pub fn compute(inputs: &FingerprintInputs) -> String {
     file_bytes(&mut hasher, &inputs.manifest);
     file_bytes(&mut hasher, &inputs.lock);
     match &inputs.overlay {
-        Some(overlay) if overlay.exists() => tree_metadata(&mut hasher, overlay),
-        _ => field(&mut hasher, b"no overlay"),
+        Some(overlay) => tree_metadata(&mut hasher, overlay, Cover::Overlay),
+        None => field(&mut hasher, b"no overlay"),
     }
     field(
         &mut hasher,
@@ -137,7 +158,7 @@ pub fn compute(inputs: &FingerprintInputs) -> String {
     );
     for entry in &inputs.cache_entries {
         field(&mut hasher, entry.as_os_str().as_encoded_bytes());
-        tree_metadata(&mut hasher, entry);
+        tree_metadata(&mut hasher, entry, Cover::All);
     }
     hex::encode(hasher.finalize())
 }
