@@ -20,6 +20,7 @@ fn main() -> ExitCode {
     let cli = args::Cli::parse();
     match commands::run(cli) {
         Ok(code) => code,
+        Err(err) if err.is::<output::ClosedStdout>() => ExitCode::SUCCESS,
         Err(err) => {
             output::print_error(&err);
             ExitCode::FAILURE

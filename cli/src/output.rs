@@ -79,9 +79,26 @@ impl Drop for Ticker {
     }
 }
 
+/// Stdout was closed by its reader (`agentpack mode list | head -1`): not a failure of the command,
+/// so `main` ends quietly and successfully, as other Unix tools do.
+#[derive(Debug, thiserror::Error)]
+#[error("stdout was closed")]
+pub struct ClosedStdout;
+
 /// Prints text on stdout, as the answer of a command.
-pub fn stdout(text: &str) {
-    print!("{text}");
+pub fn stdout(text: &str) -> anyhow::Result<()> {
+    write_stdout(text.as_bytes())
+}
+
+/// Writes bytes on stdout; a closed stdout is [`ClosedStdout`], other failures name stdout.
+pub fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(ClosedStdout.into()),
+        Err(e) => Err(anyhow::Error::new(e).context("cannot write to stdout")),
+    }
 }
 
 /// Wraps a body in the envelope and prints it on stdout.
@@ -94,6 +111,7 @@ pub fn json<T: Serialize>(body: &T) -> anyhow::Result<()> {
     enveloped.insert("schema_version".into(), SCHEMA_VERSION.into());
     enveloped.insert("features".into(), FEATURES.to_vec().into());
     enveloped.append(object);
-    println!("{}", serde_json::to_string_pretty(&enveloped)?);
-    Ok(())
+    let mut text = serde_json::to_string_pretty(&enveloped)?;
+    text.push('\n');
+    write_stdout(text.as_bytes())
 }

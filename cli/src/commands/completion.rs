@@ -9,11 +9,8 @@ use crate::args::{Cli, CompletionArgs};
 
 pub fn run(args: &CompletionArgs) -> Result<ExitCode> {
     let mut command = Cli::command();
-    clap_complete::generate(
-        args.shell,
-        &mut command,
-        "agentpack",
-        &mut std::io::stdout(),
-    );
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, "agentpack", &mut script);
+    crate::output::write_stdout(&script)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -434,7 +434,7 @@ fn run_list(ctx: &Context) -> Result<ExitCode> {
             s.name, s.source
         ));
     }
-    output::stdout(&text);
+    output::stdout(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -107,15 +107,15 @@ pub fn run(ctx: &Context, args: &ModeArgs) -> Result<ExitCode> {
             } else {
                 for view in &views {
                     if matches!(args.command, ModeCommand::List) {
-                        output::stdout(&format!("{}\n", view.name));
+                        output::stdout(&format!("{}\n", view.name))?;
                         continue;
                     }
-                    output::stdout(&format!("mode     {}\nbase     {}\n", view.name, view.base));
+                    output::stdout(&format!("mode     {}\nbase     {}\n", view.name, view.base))?;
                     for selector in &view.enable {
-                        output::stdout(&format!("enable   {selector}\n"));
+                        output::stdout(&format!("enable   {selector}\n"))?;
                     }
                     for selector in &view.disable {
-                        output::stdout(&format!("disable  {selector}\n"));
+                        output::stdout(&format!("disable  {selector}\n"))?;
                     }
                 }
             }
@@ -221,7 +221,7 @@ pub fn run_rollback(ctx: &Context, args: &RollbackArgs) -> Result<ExitCode> {
         } else {
             for view in &views {
                 let mark = if view.current { "*" } else { " " };
-                output::stdout(&format!("{mark} {:>3}  {}\n", view.back, view.name));
+                output::stdout(&format!("{mark} {:>3}  {}\n", view.back, view.name))?;
             }
         }
         return Ok(ExitCode::SUCCESS);

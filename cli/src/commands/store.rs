@@ -78,7 +78,7 @@ pub fn run_gc(ctx: &Context, args: &GcArgs) -> Result<ExitCode> {
             report.generations_pruned,
             human_bytes(report.bytes_freed),
             report.store_paths_kept,
-        ));
+        ))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -104,7 +104,7 @@ pub fn run_store(ctx: &Context, args: &StoreArgs) -> Result<ExitCode> {
                     human_bytes(info.apparent_bytes),
                     human_bytes(info.disk_bytes),
                     info.dedup_ratio,
-                ));
+                ))?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -131,25 +131,25 @@ fn verify_store(ctx: &Context, store: &agentpack_store::Store, repair: bool) -> 
         output::stdout(&format!(
             "checked {} blob(s) and {} store path(s)\n",
             report.blobs_checked, report.store_paths_checked
-        ));
+        ))?;
         for blob in &report.damaged_blobs {
-            output::stdout(&format!("damaged blob  {}: {}\n", blob.blob, blob.problem));
+            output::stdout(&format!("damaged blob  {}: {}\n", blob.blob, blob.problem))?;
         }
         for path in &report.damaged_paths {
             output::stdout(&format!(
                 "damaged path  {}: {}\n",
                 path.name,
                 path.problems.join("; ")
-            ));
+            ))?;
         }
         for name in &report.missing_metadata {
-            output::stdout(&format!("no metadata   {name}\n"));
+            output::stdout(&format!("no metadata   {name}\n"))?;
         }
         for name in &report.repaired {
-            output::stdout(&format!("repaired      {name}\n"));
+            output::stdout(&format!("repaired      {name}\n"))?;
         }
         for name in &report.unrepairable {
-            output::stdout(&format!("removed       {name} (no good copy was left)\n"));
+            output::stdout(&format!("removed       {name} (no good copy was left)\n"))?;
         }
     }
     if damaged {

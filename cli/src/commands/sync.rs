@@ -587,7 +587,7 @@ fn dry_run(ctx: &Context, project: &Project) -> Result<ExitCode> {
         )?;
     } else {
         for action in actions {
-            output::stdout(&format!("{action}\n"));
+            output::stdout(&format!("{action}\n"))?;
         }
     }
     Ok(ExitCode::SUCCESS)
