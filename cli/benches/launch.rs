@@ -2,7 +2,8 @@
 //! or `bench/launch.sh`).
 //!
 //! A project with 100 small path packages is synced, then `agentpack claude -- --version` starts a
-//! stand-in `claude` (a shell script on PATH and in `CLAUDE_PATH`) through the launcher's fast path.
+//! stand-in `claude` (a shell script first on PATH) through the launcher's fast path; so do
+//! stand-in `codex` and `opencode`, whose launches also prepare their home layer.
 //! The number that matters is the wall time the launcher adds over running the stand-in directly
 //! (goal: under 10 ms), as medians of interleaved runs, plus the launcher's peak memory
 //! (`/usr/bin/time -v` when present, else `getrusage(RUSAGE_CHILDREN)` through python3).
@@ -18,6 +19,9 @@ use std::time::{Duration, Instant};
 use agentpack_test_support::IsolatedHome;
 
 const PACKAGES: usize = 100;
+
+/// The stand-ins: Claude Code (no home layer), and two agents with a home layer.
+const AGENTS: [&str; 3] = ["claude", "codex", "opencode"];
 
 fn runs() -> usize {
     std::env::var("AGENTPACK_BENCH_RUNS")
@@ -69,9 +73,12 @@ impl Setup {
         let stand_in_dir = home.home.join("bin");
         std::fs::create_dir_all(&stand_in_dir).unwrap();
         let stand_in = stand_in_dir.join("claude");
-        std::fs::write(&stand_in, "#!/bin/sh\necho 2.0.0 \"(stand-in)\"\n").unwrap();
         use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for agent in AGENTS {
+            let path = stand_in_dir.join(agent);
+            std::fs::write(&path, "#!/bin/sh\necho 2.0.0 \"(stand-in)\"\n").unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
         let setup = Setup {
             home,
             _packages: packages,
@@ -87,7 +94,7 @@ impl Setup {
         setup
     }
 
-    /// `agentpack <args>` with the stand-in first on PATH and in CLAUDE_PATH.
+    /// `agentpack <args>` with the stand-ins first on PATH.
     fn agentpack(&self, args: &[&str]) -> Command {
         let mut command = self.home.command(&bin(), None);
         let path = std::env::var_os("PATH").unwrap_or_default();
@@ -95,13 +102,17 @@ impl Setup {
         dirs.extend(std::env::split_paths(&path));
         command
             .env("PATH", std::env::join_paths(dirs).unwrap())
-            .env("CLAUDE_PATH", &self.stand_in)
             .args(args);
         command
     }
 
     fn launch(&self) -> Command {
-        self.agentpack(&["--quiet", "claude", "--", "--version"])
+        self.launch_agent("claude")
+    }
+
+    /// `agentpack <agent> -- --version` (Codex and OpenCode also prepare their home layer).
+    fn launch_agent(&self, agent: &str) -> Command {
+        self.agentpack(&["--quiet", agent, "--", "--version"])
     }
 
     fn direct(&self) -> Command {
@@ -195,6 +206,14 @@ fn main() {
         launched.push(time(setup.launch()));
         direct.push(time(setup.direct()));
     }
+    // The agents whose launch also prepares a home layer from the generation.
+    let mut layered = Vec::new();
+    for agent in &AGENTS[1..] {
+        time(setup.launch_agent(agent));
+        time(setup.launch_agent(agent));
+        let samples = (0..runs).map(|_| time(setup.launch_agent(agent))).collect();
+        layered.push((*agent, median(samples)));
+    }
     let mut full = Vec::new();
     for _ in 0..runs.min(5) {
         let mut command = setup.launch();
@@ -226,6 +245,13 @@ fn main() {
         "| wall time added by the launcher (goal: under 10 ms) | **{}** | |",
         ms(added)
     );
+    for (agent, launched) in &layered {
+        println!(
+            "| `agentpack {agent} -- --version`, fast path, home layer prepared | {} | {:.2}x |",
+            ms(*launched),
+            ratio(*launched)
+        );
+    }
     println!(
         "| `AGENTPACK_FULL_VERIFY=1 agentpack claude -- --version` (full sync, median of {}) | {} | {:.2}x |",
         runs.min(5),
