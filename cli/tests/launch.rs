@@ -591,7 +591,7 @@ fn an_unchanged_project_skips_the_sync() {
 }
 
 #[test]
-fn a_running_agent_keeps_its_generation_while_a_later_launch_switches_the_pointer() {
+fn a_running_agent_keeps_its_generation_while_a_sync_and_a_launch_switch_the_pointer() {
     let Some(t) = setup() else { return };
     let release = t.record.join("release");
     let path = format!(
@@ -627,7 +627,20 @@ fn a_running_agent_keeps_its_generation_while_a_later_launch_switches_the_pointe
         &t.iso.project.join(".agents/skills/local/SKILL.md"),
         "---\nname: local\ndescription: A local skill.\n---\nLocal.\n",
     );
+    t.ok(&["sync"], &[]);
+    let after_sync = t.generation();
+    assert_ne!(
+        after_sync.join("plugins/agentpack-bundle"),
+        old_bundle,
+        "a bare sync moved the pointer"
+    );
+    // And another launch moves it again.
+    write(
+        &t.iso.project.join(".agents/skills/other/SKILL.md"),
+        "---\nname: other\ndescription: Another local skill.\n---\nOther.\n",
+    );
     t.ok(&["codex"], &[]);
+    assert_ne!(t.generation(), after_sync, "a launch moved the pointer");
     assert_ne!(
         t.generation().join("plugins/agentpack-bundle"),
         old_bundle,
@@ -729,5 +742,35 @@ fn workspace_is_a_global_flag() {
             ["--cwd", &*elsewhere.to_string_lossy()],
             "{args:?}"
         );
+    }
+}
+
+/// Each launcher's binary override (`<AGENT>_PATH`) names the executable, off `PATH` too; one that
+/// is not an executable file is a clear error.
+#[test]
+fn every_binary_override_is_honoured() {
+    let Some(t) = setup() else { return };
+    let elsewhere = t.iso.home.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    for (command, binary, var) in [
+        ("claude", "claude", "CLAUDE_PATH"),
+        ("agent", "cursor-agent", "CURSOR_AGENT_PATH"),
+        ("opencode", "opencode", "OPENCODE_PATH"),
+        ("codex", "codex", "CODEX_PATH"),
+        ("grok", "grok", "GROK_PATH"),
+        ("agy", "agy", "AGY_PATH"),
+    ] {
+        let moved = elsewhere.join(format!("my-{binary}"));
+        std::fs::rename(t.bin.join(binary), &moved).unwrap();
+        t.ok(&[command], &[(var, &moved.to_string_lossy())]);
+        assert!(t.record.join(format!("my-{binary}.txt")).is_file(), "{var}");
+        let output = t.run(&[command], &[(var, "/nonexistent/agent")]);
+        assert!(!output.status.success(), "{var}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(var) && stderr.contains("/nonexistent/agent"),
+            "{var}: {stderr}"
+        );
+        std::fs::rename(&moved, t.bin.join(binary)).unwrap();
     }
 }
