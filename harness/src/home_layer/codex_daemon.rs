@@ -32,8 +32,9 @@ const MANAGED_CODEX: &str = "packages/app-server-daemon/current/bin/codex";
 /// The update loop's pid file (JSON with a `pid` field).
 const UPDATER_PID_FILE: &str = "app-server-daemon/daemon-updater.pid";
 
-/// How long one question to a daemon may take before it counts as not answering.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one question to a daemon may take before it counts as not answering. A daemon answers
+/// in milliseconds; this bounds what a hung one adds to a launch.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// What a home's daemon is doing.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -115,6 +115,16 @@ fn release(dir: &Path, policy: &DaemonPolicy<'_>, report: &mut PruneReport) -> b
     }
 }
 
+/// Removes a layer directory (never following links); `false` when another agentpack process
+/// removed it first.
+fn remove_layer(dir: &Path) -> Result<bool, HomeLayerError> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io_error("remove", dir, e)),
+    }
+}
+
 /// Removes the layers whose generation id is not in `keep` and that no Codex daemon uses.
 pub fn prune_layers(
     state_dir: &Path,
@@ -133,8 +143,9 @@ pub fn prune_layers(
         if !is_dir || !release(&dir, policy, &mut report) {
             continue;
         }
-        std::fs::remove_dir_all(&dir).map_err(|e| io_error("remove", &dir, e))?;
-        report.removed.push(dir);
+        if remove_layer(&dir)? {
+            report.removed.push(dir);
+        }
     }
     Ok(report)
 }
@@ -172,13 +183,12 @@ pub fn prune_orphan_codex_homes(
                     kept = true;
                     continue;
                 }
-                std::fs::remove_dir_all(&dir).map_err(|e| io_error("remove", &dir, e))?;
-                report.removed.push(dir);
+                if remove_layer(&dir)? {
+                    report.removed.push(dir);
+                }
             }
         }
-        if !kept {
-            std::fs::remove_dir_all(&project_dir)
-                .map_err(|e| io_error("remove", &project_dir, e))?;
+        if !kept && remove_layer(&project_dir)? {
             report.removed.push(project_dir);
         }
     }
