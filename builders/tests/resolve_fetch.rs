@@ -24,6 +24,25 @@ struct Env {
     store: Arc<Store>,
 }
 
+impl Env {
+    /// `fetch_lock` of `lock` in this environment (its project, home and store).
+    fn fetch(
+        &self,
+        fetcher: &SnapshotFetcher,
+        lock: &Lockfile,
+        options: FetchOptions,
+    ) -> Result<agentpack_builders::fetch::FetchOutcome, ResolutionError> {
+        fetch_lock(
+            lock,
+            &self.project,
+            &self.home,
+            fetcher,
+            self.store.as_ref(),
+            options,
+        )
+    }
+}
+
 fn env() -> Env {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
@@ -202,15 +221,9 @@ fn resolves_direct_and_transitive_packages_into_a_lock() {
     .unwrap();
     gh.reset_counters();
     let fetcher2 = fetcher(&gh, &env2);
-    let fetched = fetch_lock(
-        lock,
-        &env2.project,
-        &env2.home,
-        &fetcher2,
-        env2.store.as_ref(),
-        FetchOptions::default(),
-    )
-    .unwrap();
+    let fetched = env2
+        .fetch(&fetcher2, lock, FetchOptions::default())
+        .unwrap();
     assert_eq!(fetched.slots.len(), 8);
     assert_eq!(gh.count(Endpoint::Tarball, "acme", "mono"), 1);
     assert_eq!(gh.count(Endpoint::Tarball, "acme", "base"), 1);
@@ -220,15 +233,9 @@ fn resolves_direct_and_transitive_packages_into_a_lock() {
     assert_ne!(fetched.updated_entries[0].cache_key, local.cache_key);
     // A warm store downloads nothing.
     gh.reset_counters();
-    let again = fetch_lock(
-        lock,
-        &env2.project,
-        &env2.home,
-        &fetcher2,
-        env2.store.as_ref(),
-        FetchOptions::default(),
-    )
-    .unwrap();
+    let again = env2
+        .fetch(&fetcher2, lock, FetchOptions::default())
+        .unwrap();
     assert!(again.downloaded.is_empty());
     assert_eq!(gh.total(Endpoint::Tarball), 0);
 }
@@ -305,15 +312,9 @@ fn tampered_downloads_and_edited_cache_entries_are_refused() {
     gh.tamper_tarball("acme", "skills", &commit);
     let other = self::env();
     let fetcher = fetcher(&gh, &other);
-    let error = fetch_lock(
-        &lock,
-        &other.project,
-        &other.home,
-        &fetcher,
-        other.store.as_ref(),
-        FetchOptions::default(),
-    )
-    .unwrap_err();
+    let error = other
+        .fetch(&fetcher, &lock, FetchOptions::default())
+        .unwrap_err();
     let message = error.to_string();
     assert!(
         matches!(error, ResolutionError::FetchedMismatch { .. }),
@@ -376,15 +377,9 @@ fn an_edited_cache_entry_stops_the_fetch_and_repair_restores_it() {
     std::fs::write(slot.join("EXTRA.md"), "edited").unwrap();
 
     let fetcher = fetcher(&gh, &env);
-    let error = fetch_lock(
-        &lock,
-        &env.project,
-        &env.home,
-        &fetcher,
-        env.store.as_ref(),
-        FetchOptions::default(),
-    )
-    .unwrap_err();
+    let error = env
+        .fetch(&fetcher, &lock, FetchOptions::default())
+        .unwrap_err();
     let message = error.to_string();
     assert!(
         matches!(error, ResolutionError::CacheMismatch { .. }),
@@ -397,15 +392,9 @@ fn an_edited_cache_entry_stops_the_fetch_and_repair_restores_it() {
     assert!(message.contains("agentpack sync --repair"), "{message}");
     assert!(slot.join("EXTRA.md").exists(), "left as found");
 
-    let repaired = fetch_lock(
-        &lock,
-        &env.project,
-        &env.home,
-        &fetcher,
-        env.store.as_ref(),
-        FetchOptions { repair: true },
-    )
-    .unwrap();
+    let repaired = env
+        .fetch(&fetcher, &lock, FetchOptions { repair: true })
+        .unwrap();
     assert_eq!(repaired.repaired.len(), 1);
     assert_eq!(
         Some(&repaired.repaired[0].new),
@@ -413,15 +402,7 @@ fn an_edited_cache_entry_stops_the_fetch_and_repair_restores_it() {
     );
     let now = &repaired.slots["github.com/acme/skills/demo"];
     assert!(!now.join("EXTRA.md").exists(), "{}", now.display());
-    let verified = fetch_lock(
-        &lock,
-        &env.project,
-        &env.home,
-        &fetcher,
-        env.store.as_ref(),
-        FetchOptions::default(),
-    )
-    .unwrap();
+    let verified = env.fetch(&fetcher, &lock, FetchOptions::default()).unwrap();
     assert!(verified.downloaded.is_empty() && verified.repaired.is_empty());
 }
 
@@ -495,15 +476,9 @@ fn locks_without_content_hashes_fetch_unverified() {
     assert_eq!(lock.lockfile_version(), 2);
     let other = self::env();
     let fetcher = fetcher(&gh, &other);
-    let fetched = fetch_lock(
-        &lock,
-        &other.project,
-        &other.home,
-        &fetcher,
-        other.store.as_ref(),
-        FetchOptions::default(),
-    )
-    .unwrap();
+    let fetched = other
+        .fetch(&fetcher, &lock, FetchOptions::default())
+        .unwrap();
     assert_eq!(
         fetched.unverified,
         vec!["github.com/acme/skills".to_owned()]
