@@ -339,3 +339,63 @@ fn staging_trees_of_projects_that_are_gone_are_removed() {
             .to_string_lossy()
     );
 }
+
+/// A staging root serves one project: a second project pointed at the same AGENTPACK_STAGING_ROOT
+/// is refused before anything changes (it would switch the first one's pointers), until the first
+/// project is gone.
+#[test]
+fn two_projects_cannot_share_one_staging_root() {
+    let project = Project::synced();
+    let first = project.target("default");
+    let other = project.home.home.join("other-project");
+    std::fs::create_dir_all(&other).unwrap();
+    let run_other = |args: &[&str]| {
+        project
+            .home
+            .command(&assert_cmd::cargo::cargo_bin("agentpack"), None)
+            .current_dir(&other)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert!(run_other(&["init", "--name", "other"]).status.success());
+    let refused = run_other(&["sync"]);
+    assert!(!refused.status.success());
+    assert!(refused.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("holds the staging of another project")
+            && stderr.contains(
+                &*std::fs::canonicalize(&project.home.project)
+                    .unwrap()
+                    .to_string_lossy()
+            )
+            && stderr.contains("AGENTPACK_STAGING_ROOT"),
+        "{stderr}"
+    );
+    assert_eq!(
+        project.target("default"),
+        first,
+        "the first project's pointer is untouched"
+    );
+    project.ok(&["sync", "--verify-only"]);
+
+    // Once the first project is gone, its staging root can serve another.
+    std::fs::remove_dir_all(&project.home.project).unwrap();
+    let taken = run_other(&["sync"]);
+    assert!(
+        taken.status.success(),
+        "{}",
+        String::from_utf8_lossy(&taken.stderr)
+    );
+}
+
+#[test]
+fn rollback_of_an_undeclared_mode_is_an_error() {
+    let project = Project::synced();
+    let err = project.fails(&["--mode", "nosuchmode", "rollback", "--list"]);
+    assert!(
+        err.contains("mode `nosuchmode` is not declared") && err.contains("fix"),
+        "{err}"
+    );
+}

@@ -186,8 +186,20 @@ struct GenerationView {
 
 pub fn run_rollback(ctx: &Context, args: &RollbackArgs) -> Result<ExitCode> {
     let project = Project::discover(ctx)?;
+    let manifest = project.load_manifest()?;
     let name = mode_name(ctx).to_owned();
+    if manifest.mode(&name).is_none() {
+        bail!(
+            "mode `{name}` is not declared in agentpack.toml (declared: {})\n  fix  pick one with --mode; `agentpack mode list` shows them",
+            manifest.mode_names().join(", ")
+        );
+    }
     let mode_dir = keys::mode_dir_component(&name);
+    crate::commands::retired_homes::check_staging_root(
+        &project.staging_root,
+        &project.root,
+        false,
+    )?;
     let store = session::open_store(&project.home)?;
     let pointer = ModePointer::new(&project.staging_root, &mode_dir);
     let current = pointer
@@ -200,10 +212,17 @@ pub fn run_rollback(ctx: &Context, args: &RollbackArgs) -> Result<ExitCode> {
         .into_iter()
         .filter(|g| seen.insert(g.name.clone()))
         .collect();
+    // None when the pointer selects nothing of this history (never synced, or moved by hand).
     let current_index = current
         .as_ref()
-        .and_then(|c| generations.iter().position(|g| &g.name == c.name()))
-        .unwrap_or(0);
+        .and_then(|c| generations.iter().position(|g| &g.name == c.name()));
+    if let (Some(selected), None) = (&current, current_index) {
+        output::warn(&format!(
+            "{} selects {}, which is not in the history of mode `{name}`; run `agentpack sync`",
+            pointer.path().display(),
+            selected.name()
+        ));
+    }
     if args.list {
         let views: Vec<GenerationView> = generations
             .iter()
@@ -213,7 +232,7 @@ pub fn run_rollback(ctx: &Context, args: &RollbackArgs) -> Result<ExitCode> {
                 name: g.name.as_str().to_owned(),
                 created_unix_seconds: u64::try_from(g.created_nanos / 1_000_000_000)
                     .unwrap_or(u64::MAX),
-                current: index == current_index,
+                current: Some(index) == current_index,
             })
             .collect();
         if ctx.json {
@@ -226,7 +245,9 @@ pub fn run_rollback(ctx: &Context, args: &RollbackArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let wanted = current_index + args.to;
+    // Counted from the selected generation, or from the newest when the pointer selects none of
+    // them.
+    let wanted = current_index.unwrap_or(0) + args.to;
     let Some(target) = generations.get(wanted) else {
         bail!(
             "mode `{name}` has {} generation(s) in its history; cannot go {} back\n  fix  `agentpack rollback --list` shows them (`gc` keeps --keep-generations of them)",

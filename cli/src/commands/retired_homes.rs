@@ -49,18 +49,31 @@ pub fn retire(ctx: &Context, store: &Store, staged: &Staged) {
 /// The file in a default-location staging tree that names its project.
 const STAGING_MARKER: &str = ".agentpack-project";
 
-/// Records the project of a staging tree at the default location (`<temp>/agentpack-<hash>/`), so
-/// a sync in another project can tell when it is gone.
-pub fn mark_staging_root(staging_root: &Path, project_root: &Path) -> Result<()> {
+/// Which project a staging root serves: `Ok` when it is `project_root`'s or nobody's (then it is
+/// claimed for it when `claim`), an error naming both when another project that still exists has
+/// it. A staging root holds one project's `modes/` pointers, so two projects sharing one
+/// (`AGENTPACK_STAGING_ROOT` exported for both) would switch each other's pointers.
+pub fn check_staging_root(staging_root: &Path, project_root: &Path, claim: bool) -> Result<()> {
     let marker = staging_root.join(STAGING_MARKER);
     let text = format!("{}\n", project_root.display());
-    if fs_err::read_to_string(&marker).is_ok_and(|current| current == text) {
-        return Ok(());
+    match fs_err::read_to_string(&marker) {
+        Ok(current) if current == text => return Ok(()),
+        Ok(current) if Path::new(current.trim_end()).exists() => {
+            anyhow::bail!(
+                "the staging root {} holds the staging of another project, {}\n  fix  give each project its own staging root, e.g. AGENTPACK_STAGING_ROOT={}/<project name>, or unset AGENTPACK_STAGING_ROOT",
+                staging_root.display(),
+                current.trim_end(),
+                staging_root.display()
+            );
+        }
+        _ => {}
     }
-    fs_err::create_dir_all(staging_root)?;
-    let temp = staging_root.join(format!("{STAGING_MARKER}.{}.tmp", std::process::id()));
-    fs_err::write(&temp, text)?;
-    fs_err::rename(&temp, &marker)?;
+    if claim {
+        fs_err::create_dir_all(staging_root)?;
+        let temp = staging_root.join(format!("{STAGING_MARKER}.{}.tmp", std::process::id()));
+        fs_err::write(&temp, text)?;
+        fs_err::rename(&temp, &marker)?;
+    }
     Ok(())
 }
 

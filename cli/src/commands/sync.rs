@@ -140,6 +140,7 @@ pub fn run_sync(ctx: &Context, project: &Project, options: &SyncOptions) -> Resu
         .set_refresh(!matches!(options.policy, UpdatePolicy::KeepPins));
     let _ticker = output::Ticker::start(ctx, "syncing");
 
+    retired_homes::check_staging_root(&project.staging_root, &project.root, true)?;
     let (lock, slots) = reconcile(ctx, project, &manifest, &old_lock, &store, &github, options)?;
     check_verified(&lock)?;
     if lock.save(&project.lock_path)? && ctx.says() {
@@ -152,14 +153,6 @@ pub fn run_sync(ctx: &Context, project: &Project, options: &SyncOptions) -> Resu
     };
     let staged = stage(ctx, project, &verified, &store, &mode, options.agent)?;
     session::flush_store_warnings(&store);
-    if env::var(EnvVars::AGENTPACK_STAGING_ROOT).is_none() {
-        if let Err(error) = retired_homes::mark_staging_root(&project.staging_root, &project.root) {
-            output::warn(&format!(
-                "cannot record the project of {}: {error:#}",
-                project.staging_root.display()
-            ));
-        }
-    }
     // Every Codex home links to the native session history, so every sync makes sure it exists.
     if let Some(home) = env::var(EnvVars::HOME) {
         if let Err(error) = agentpack_harness::home_layer::ensure_codex_history(Path::new(&home)) {
@@ -504,6 +497,7 @@ fn verify_only(ctx: &Context, project: &Project) -> Result<ExitCode> {
     )?;
     print_warnings(&outcome.warnings);
     check_verified(&lock)?;
+    retired_homes::check_staging_root(&project.staging_root, &project.root, false)?;
     let pointer = ModePointer::new(&project.staging_root, &mode.dir);
     let generation = pointer
         .current()
