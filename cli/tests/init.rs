@@ -166,3 +166,59 @@ fn init_refuses_a_version_that_is_not_semver_and_writes_nothing() {
     assert!(!tmp.path().join("agentpack.toml").exists());
     assert!(!tmp.path().join("pack.lock").exists());
 }
+
+/// agentpack.toml and pack.lock are meant to be committed and shared: a new one gets the mode a
+/// plain `open` gives under the user's umask (not a private 0600), and a rewrite keeps the mode.
+#[test]
+fn new_manifest_and_lock_follow_the_umask() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("shared");
+    std::fs::create_dir(&project).unwrap();
+    let home = tmp.path().join("home");
+    let bin = assert_cmd::cargo::cargo_bin("agentpack");
+    let with_umask = |umask: &str, args: &str| {
+        let status = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(format!("umask {umask}; exec '{}' {args}", bin.display()))
+            .current_dir(&project)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .status()
+            .unwrap();
+        assert!(status.success(), "{args}");
+    };
+    let mode = |name: &str| {
+        std::fs::metadata(project.join(name))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    with_umask("022", "init");
+    assert_eq!(mode("agentpack.toml"), 0o644);
+    assert_eq!(mode("pack.lock"), 0o644);
+    std::fs::remove_file(project.join("pack.lock")).unwrap();
+    with_umask("027", "lock");
+    assert_eq!(mode("pack.lock"), 0o640);
+    std::fs::set_permissions(
+        project.join("pack.lock"),
+        std::fs::Permissions::from_mode(0o664),
+    )
+    .unwrap();
+    let manifest = std::fs::read_to_string(project.join("agentpack.toml")).unwrap();
+    std::fs::write(
+        project.join("agentpack.toml"),
+        manifest.replace("0.0.1", "0.0.2"),
+    )
+    .unwrap();
+    let before = std::fs::read_to_string(project.join("pack.lock")).unwrap();
+    with_umask("077", "lock");
+    assert_ne!(
+        std::fs::read_to_string(project.join("pack.lock")).unwrap(),
+        before,
+        "the lock was rewritten"
+    );
+    assert_eq!(mode("pack.lock"), 0o664, "an existing file keeps its mode");
+}

@@ -26,6 +26,13 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> WriteError + '_ {
     }
 }
 
+/// 0666: what `open(2)` turns into the usual 0644 through the umask.
+#[cfg(unix)]
+fn shareable() -> std::fs::Permissions {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::Permissions::from_mode(0o666)
+}
+
 /// Replaces `path` with `bytes` atomically (temp file in the same directory, fsync, rename,
 /// fsync of the directory). An existing file's permissions are kept.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
@@ -37,11 +44,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut temp = tempfile::Builder::new()
-        .prefix(&format!(".{file_name}."))
-        .suffix(".tmp")
-        .tempfile_in(&dir)
-        .map_err(io_err(path))?;
+    // A new file gets the mode a plain `open` would give it (0666 less the umask), not
+    // tempfile's private 0600: agentpack.toml and pack.lock are meant to be shared.
+    let prefix = format!(".{file_name}.");
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(".tmp");
+    #[cfg(unix)]
+    builder.permissions(shareable());
+    let mut temp = builder.tempfile_in(&dir).map_err(io_err(path))?;
     temp.write_all(bytes).map_err(io_err(path))?;
     if let Ok(meta) = fs_err::metadata(path) {
         temp.as_file()

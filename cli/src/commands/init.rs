@@ -92,8 +92,10 @@ fn default_name(root: &Path) -> Result<String> {
 }
 
 fn temp_file_with(dir: &Path, bytes: &[u8]) -> Result<tempfile::NamedTempFile> {
+    // 0666 less the umask, like a plain `open`: these files are meant to be committed and shared.
     let mut file = tempfile::Builder::new()
         .prefix(".agentpack-init-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
         .tempfile_in(dir)
         .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
     file.write_all(bytes)?;
