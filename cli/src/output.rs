@@ -22,8 +22,10 @@ pub fn print_error(err: &anyhow::Error) {
     }
 }
 
-/// Prints a warning line on stderr (shown even with `--quiet`).
+/// Prints a warning line on stderr (shown even with `--quiet`). A message that already carries the
+/// label (some library texts do) is not labelled twice.
 pub fn warn(message: &str) {
+    let message = message.strip_prefix("warning: ").unwrap_or(message);
     eprintln!("warning: {message}");
 }
 

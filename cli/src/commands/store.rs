@@ -91,12 +91,20 @@ pub fn run_store(ctx: &Context, args: &StoreArgs) -> Result<ExitCode> {
             if ctx.json {
                 output::json(&info)?;
             } else {
+                let filesystem = if info.filesystem.remote {
+                    format!("{} (network or userspace)", info.filesystem.name)
+                } else {
+                    info.filesystem.name.clone()
+                };
+                let link = match info.link_method {
+                    Some(method) => format!("{} (files are linked by {method} here)", info.link_mode),
+                    None => info.link_mode.to_string(),
+                };
                 output::stdout(&format!(
-                    "location     {}\nfilesystem   {:?}\nlink mode    {:?} ({:?})\nindex        {}\nstore paths  {}\nblobs        {}\nslots        {}\napparent     {}\non disk      {}\ndedup ratio  {:.2}\n",
+                    "location     {}\nfilesystem   {}\nlink mode    {}\nindex        {}\nstore paths  {}\nblobs        {}\nslots        {}\napparent     {}\non disk      {}\ndedup ratio  {:.2}\n",
                     info.location.display(),
-                    info.filesystem,
-                    info.link_mode,
-                    info.link_method,
+                    filesystem,
+                    link,
                     info.index.as_ref().map_or("none".to_owned(), |p| p.display().to_string()),
                     info.store_paths,
                     info.blobs,
