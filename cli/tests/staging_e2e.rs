@@ -399,3 +399,41 @@ fn rollback_of_an_undeclared_mode_is_an_error() {
         "{err}"
     );
 }
+
+/// AGENTPACK_REQUIRE_VERIFIED judges the committed lock: one with packages that have no content
+/// hash (a lockfile version 2) is refused before anything rewrites it.
+#[test]
+fn require_verified_refuses_a_lock_without_content_hashes_and_leaves_it() {
+    let project = Project::synced();
+    let lock_path = project.home.project.join("pack.lock");
+    let text = std::fs::read_to_string(&lock_path).unwrap();
+    let stripped: String = text
+        .lines()
+        .filter(|line| !line.starts_with("content_hash"))
+        .map(|line| {
+            if line.starts_with("lockfile_version") {
+                "lockfile_version = 2".to_owned()
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n";
+    assert_ne!(stripped, text, "the lock had content hashes");
+    std::fs::write(&lock_path, &stripped).unwrap();
+    let output = project
+        .home
+        .command(&assert_cmd::cargo::cargo_bin("agentpack"), None)
+        .env("AGENTPACK_REQUIRE_VERIFIED", "1")
+        .arg("sync")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("no content hash") && stderr.contains("AGENTPACK_REQUIRE_VERIFIED"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&lock_path).unwrap(), stripped);
+}

@@ -141,6 +141,10 @@ pub fn run_sync(ctx: &Context, project: &Project, options: &SyncOptions) -> Resu
     let _ticker = output::Ticker::start(ctx, "syncing");
 
     retired_homes::check_staging_root(&project.staging_root, &project.root, true)?;
+    // The committed lock is what AGENTPACK_REQUIRE_VERIFIED judges, before anything rewrites it.
+    if env::flag(EnvVars::AGENTPACK_REQUIRE_VERIFIED) {
+        check_verified(&old_lock)?;
+    }
     let (lock, slots) = reconcile(ctx, project, &manifest, &old_lock, &store, &github, options)?;
     check_verified(&lock)?;
     if lock.save(&project.lock_path)? && ctx.says() {
