@@ -10,6 +10,7 @@ mod context;
 mod env;
 mod output;
 mod project;
+mod project_lock;
 mod session;
 
 use std::process::ExitCode;

@@ -26,6 +26,21 @@ use crate::context::Context;
 /// Runs one parsed command line.
 pub fn run(cli: Cli) -> Result<ExitCode> {
     let ctx = Context::new(&cli.global)?;
+    // Commands that write the manifest, the lock or the staging pointers run one at a time per
+    // project (launchers lock only while they stage: see `sync::stage_for_launch`).
+    let _project_lock = match cli.command {
+        Command::Add(_)
+        | Command::Remove(_)
+        | Command::Lock(_)
+        | Command::Update(_)
+        | Command::Sync(_)
+        | Command::Mode(_)
+        | Command::Rollback(_)
+        | Command::Mcp(_)
+        | Command::Eject(_)
+        | Command::Extra(_) => lock_project(&ctx)?,
+        _ => None,
+    };
     match cli.command {
         Command::Init(args) => init::run(&ctx, &args),
         Command::Add(args) => add::run_add(&ctx, &args),
@@ -50,4 +65,13 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::HookExec(args) => hook_exec::run(&args),
         Command::Completion(args) => completion::run(&args),
     }
+}
+
+/// The project lock of the project this command runs in; `None` when there is no project (the
+/// command itself then says so).
+fn lock_project(ctx: &Context) -> Result<Option<crate::project_lock::ProjectLock>> {
+    let Ok(project) = crate::project::Project::discover(ctx) else {
+        return Ok(None);
+    };
+    crate::project_lock::ProjectLock::acquire(&project.state_dir(), &project.root).map(Some)
 }

@@ -170,6 +170,7 @@ pub fn run_sync(ctx: &Context, project: &Project, options: &SyncOptions) -> Resu
 #[allow(dead_code)] // wired by the launchers
 pub fn stage_for_launch(ctx: &Context, agent: Agent) -> Result<Staged> {
     let project = Project::discover(ctx)?;
+    let _lock = crate::project_lock::ProjectLock::acquire(&project.state_dir(), &project.root)?;
     let options = SyncOptions {
         agent: Some(agent),
         ..SyncOptions::default()
