@@ -5,7 +5,7 @@
 //! the `Display` of each variant.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::tree_hash::TreeHash;
 
@@ -15,8 +15,8 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 /// Everything that can go wrong in the store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// A filesystem call failed.
-    #[error("{action} {path}: {source}")]
+    /// A filesystem call failed. A permission error says how a store is shared between users.
+    #[error("{action} {path}: {source}{}", permission_hint(.source))]
     Io {
         /// What we were doing ("create", "read", "link", ...).
         action: &'static str,
@@ -123,7 +123,7 @@ pub enum StoreError {
     },
 
     /// A lock could not be taken.
-    #[error("cannot lock {}: {source}; if no agentpack process is running the lock file may need manual deletion", .path.display())]
+    #[error("cannot lock {}: {source}{}", .path.display(), lock_hint(.path, .source))]
     Lock {
         /// The lock file.
         path: PathBuf,
@@ -131,6 +131,35 @@ pub enum StoreError {
         #[source]
         source: io::Error,
     },
+}
+
+/// What to do about a permission error inside a store (empty for any other error).
+fn permission_hint(source: &io::Error) -> &'static str {
+    if source.kind() == io::ErrorKind::PermissionDenied {
+        "\n  this user may not write there: the store belongs to another user, or its group lacks \
+         write access. Use a store of your own (set AGENTPACK_HOME), or share this one with a group: \
+         as its owner or root, `chgrp -R GROUP` the store, `chmod 2775` its mutable directories and \
+         `chmod g+rw` v1/lock and v1/index/*.mdb (see \"Sharing a store\" in the store documentation)"
+    } else {
+        ""
+    }
+}
+
+/// What to do about a lock that cannot be taken: a permission problem is fixed by group and mode, any
+/// other failure may be a stale lock file.
+fn lock_hint(path: &Path, source: &io::Error) -> String {
+    if source.kind() == io::ErrorKind::PermissionDenied {
+        format!(
+            "\n  this user may not open the store lock for writing: the store belongs to another user, \
+             or its group lacks write access. Use a store of your own (set AGENTPACK_HOME), or share \
+             this one with a group: as its owner or root, `chgrp GROUP {lock} && chmod g+rw {lock}`, \
+             the same for the index files v1/index/*.mdb, and `chmod 2775` on the store's mutable \
+             directories (see \"Sharing a store\" in the store documentation)",
+            lock = path.display()
+        )
+    } else {
+        "; if no agentpack process is running the lock file may need manual deletion".to_owned()
+    }
 }
 
 impl StoreError {
@@ -152,5 +181,44 @@ pub(crate) trait IoContext<T> {
 impl<T> IoContext<T> for io::Result<T> {
     fn ctx(self, action: &'static str, path: impl Into<PathBuf>) -> Result<T> {
         self.map_err(|source| StoreError::io(action, path, source))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn denied() -> io::Error {
+        io::Error::from_raw_os_error(libc::EACCES)
+    }
+
+    #[test]
+    fn a_permission_error_says_how_to_share_the_store() {
+        let message = StoreError::io("publish", "/s/v1/x", denied()).to_string();
+        assert!(
+            message.starts_with("publish /s/v1/x: Permission denied"),
+            "{message}"
+        );
+        assert!(message.contains("AGENTPACK_HOME"), "{message}");
+        assert!(message.contains("chmod 2775"), "{message}");
+        let other = StoreError::io("publish", "/s/v1/x", io::Error::other("disk on fire"));
+        assert_eq!(other.to_string(), "publish /s/v1/x: disk on fire");
+    }
+
+    #[test]
+    fn a_lock_permission_error_names_group_and_mode_not_deletion() {
+        let lock = |source| {
+            StoreError::Lock {
+                path: PathBuf::from("/s/v1/lock"),
+                source,
+            }
+            .to_string()
+        };
+        let message = lock(denied());
+        assert!(message.contains("chmod g+rw /s/v1/lock"), "{message}");
+        assert!(message.contains("chgrp GROUP /s/v1/lock"), "{message}");
+        assert!(!message.contains("deletion"), "{message}");
+        let message = lock(io::Error::from_raw_os_error(libc::EIO));
+        assert!(message.contains("manual deletion"), "{message}");
     }
 }

@@ -47,10 +47,18 @@ pub(crate) fn mode_of(path: &Path) -> Result<u32> {
         & 0o7777)
 }
 
-/// Make every directory of the tree at `root` 0555 (deepest first). Files keep the mode they were
-/// created with (0444 or 0555).
-pub(crate) fn seal_dirs(root: &Path) -> Result<()> {
-    for entry in walkdir::WalkDir::new(root).contents_first(true) {
+/// Make every directory *below* `root` 0555 (deepest first), leaving `root` itself writable. Files keep
+/// the mode they were created with (0444 or 0555).
+///
+/// Renaming a directory into another parent directory needs write permission on the directory itself
+/// (its `..` entry changes), which a sealed 0555 directory only grants to root. Publication therefore
+/// seals everything below the top, renames the top into place, then seals the top with
+/// [`set_mode`]`(top, 0o555)`.
+pub(crate) fn seal_dirs_below(root: &Path) -> Result<()> {
+    for entry in walkdir::WalkDir::new(root)
+        .min_depth(1)
+        .contents_first(true)
+    {
         let entry = entry.map_err(|err| {
             let path = err.path().unwrap_or(root).to_path_buf();
             crate::error::StoreError::io(
@@ -63,6 +71,70 @@ pub(crate) fn seal_dirs(root: &Path) -> Result<()> {
         if entry.file_type().is_dir() {
             set_mode(entry.path(), 0o555)?;
         }
+    }
+    Ok(())
+}
+
+/// Whether `dir` is shared with its group: group-writable (`chmod 2775` on `cache/store` makes the
+/// store's mutable directories so). A missing or unreadable directory is not shared.
+pub(crate) fn group_shared(dir: &Path) -> bool {
+    std::fs::metadata(dir)
+        .map(|meta| meta.is_dir() && meta.permissions().mode() & 0o020 != 0)
+        .unwrap_or(false)
+}
+
+/// Give the group of a file (read/write) or directory (read/write/search + setgid) that this process
+/// created the access its owner has, when the directory holding it is [`group_shared`]: the modes
+/// agentpack asks for are cut by the umask (typically 022), which would lock other group members out
+/// of the store lock, the index and the mutable directories. Does nothing for a file another user owns
+/// (only the owner may chmod it) or outside a shared directory.
+pub(crate) fn share_with_group(path: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(parent) = path.parent() else {
+        return Ok(());
+    };
+    if !group_shared(parent) {
+        return Ok(());
+    }
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(crate::error::StoreError::io("inspect", path, err)),
+    };
+    if meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Ok(());
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    let wanted = if meta.is_dir() {
+        mode | 0o2070
+    } else if meta.is_file() {
+        mode | 0o060
+    } else {
+        return Ok(());
+    };
+    if wanted != mode {
+        set_mode(path, wanted)?;
+    }
+    Ok(())
+}
+
+/// Move the directory `from` (which this process owns, possibly sealed 0555) to `to` in another
+/// parent directory: its top is made writable for the rename (see [`seal_dirs_below`]) and sealed
+/// again afterwards when it was sealed.
+pub(crate) fn rename_dir(from: &Path, to: &Path) -> Result<()> {
+    let mode = mode_of(from)?;
+    let sealed = mode & 0o200 == 0;
+    if sealed {
+        set_mode(from, mode | 0o700)?;
+    }
+    if let Err(err) = fs_err::rename(from, to) {
+        if sealed {
+            let _ = set_mode(from, mode);
+        }
+        return Err(crate::error::StoreError::io("move", from, err));
+    }
+    if sealed {
+        set_mode(to, mode)?;
     }
     Ok(())
 }

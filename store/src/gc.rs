@@ -7,6 +7,11 @@
 //! path's `references`. Unreachable store paths are renamed aside into `.tmp/` and then deleted; blobs
 //! no live manifest or temp root names and whose only link is the blob itself are deleted; `.tmp/`
 //! leftovers of dead builds and metadata without a store path are removed. Stale roots are removed.
+//!
+//! On a store shared by several machines, GC judges only this host's indirect roots and history
+//! entries (a pointer is host-local); another host's are kept as they are until that host has not been
+//! seen for [`HOST_ROOT_TTL`](crate::HOST_ROOT_TTL), and roots that record no host until they are that
+//! old (see `roots`). It must never remove a root because a path another machine owns is missing here.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::Read;
@@ -21,8 +26,10 @@ use crate::fsutil::{self, unique_name};
 use crate::lock::{try_lock_file, LockKind};
 use crate::meta::StorePathMeta;
 use crate::names::StorePathName;
-use crate::roots::LeaseState;
-use crate::store::{Store, BLOBS, GCROOTS, GENERATIONS, INDIRECT, LEASES, META, TEMPROOTS, TMP};
+use crate::roots::{LeaseState, RootOwner};
+use crate::store::{
+    Store, BLOBS, GCROOTS, GENERATIONS, HOSTS, INDIRECT, LEASES, META, TEMPROOTS, TMP,
+};
 
 /// What GC may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,10 +57,14 @@ impl Default for GcOptions {
 pub struct RootCounts {
     /// Slots linking into the store.
     pub slots: usize,
-    /// Indirect roots whose pointer resolves into the store.
+    /// Indirect roots kept that keep a store path: the pointer resolves into the store here, or (a root
+    /// of another host) it recorded one.
     pub indirect: usize,
     /// Generation history entries kept.
     pub generations: usize,
+    /// Of the indirect roots and history entries kept, those of other hosts (or recording no host),
+    /// kept as they are because only their host can judge them.
+    pub other_hosts: usize,
     /// Store paths named by live temp roots.
     pub temp: usize,
     /// Live leases.
@@ -77,7 +88,8 @@ pub struct GcReport {
     pub bytes_freed: u64,
     /// Generation history entries pruned.
     pub generations_pruned: usize,
-    /// Stale roots removed (dangling slots, vanished pointers, dead temp roots, stale leases).
+    /// Stale roots removed (dangling slots, vanished pointers of this host, dead temp roots, stale
+    /// leases, roots of hosts not seen for [`HOST_ROOT_TTL`](crate::HOST_ROOT_TTL)).
     pub stale_roots_removed: usize,
     /// Leftovers of interrupted builds removed from `.tmp/`, plus orphaned metadata files.
     pub leftovers_removed: usize,
@@ -89,6 +101,10 @@ pub struct GcReport {
 /// Run GC on `store`.
 pub fn gc(store: &Store, options: GcOptions) -> Result<GcReport> {
     let _lock = store.lock(LockKind::Exclusive)?;
+    if !options.dry_run {
+        store.record_host_seen();
+    }
+    let judge = store.root_judge()?;
     let mut report = GcReport {
         dry_run: options.dry_run,
         ..GcReport::default()
@@ -121,18 +137,39 @@ pub fn gc(store: &Store, options: GcOptions) -> Result<GcReport> {
         }
     }
 
-    // Indirect roots.
-    for (link, pointer) in store.indirect_roots()? {
-        if std::fs::symlink_metadata(&pointer).is_err() {
-            report.stale_roots_removed += 1;
-            if !dry {
-                let _ = std::fs::remove_file(&link);
+    // Indirect roots: only this host can see its pointers, so only it judges them by the pointer.
+    for root in store.indirect_roots()? {
+        let visible = std::fs::symlink_metadata(&root.pointer).is_ok();
+        let resolved = if visible {
+            store.store_path_of(&root.pointer)
+        } else {
+            None
+        };
+        let recorded = match judge.owner(root.host.as_deref(), root.renewed) {
+            // Another host's root: its pointer, when visible here too, is followed; what it selected
+            // when it was registered stays too.
+            RootOwner::OtherHost => {
+                report.roots.other_hosts += 1;
+                root.target
             }
-            continue;
-        }
-        if let Some(path) = store.store_path_of(&pointer) {
-            roots.insert(path.name().clone());
+            // This host's root whose pointer is gone, or an expired one no pointer here backs: stale.
+            RootOwner::ThisHost | RootOwner::Expired if !visible => {
+                report.stale_roots_removed += 1;
+                if !dry {
+                    let _ = std::fs::remove_file(&root.file);
+                }
+                continue;
+            }
+            RootOwner::ThisHost | RootOwner::Expired => None,
+        };
+        let kept: Vec<StorePathName> = resolved
+            .map(|path| path.name().clone())
+            .into_iter()
+            .chain(recorded)
+            .collect();
+        if !kept.is_empty() {
             report.roots.indirect += 1;
+            roots.extend(kept);
         }
     }
 
@@ -142,19 +179,46 @@ pub fn gc(store: &Store, options: GcOptions) -> Result<GcReport> {
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     for history in store.all_histories()? {
-        for (position, generation) in history.into_iter().enumerate() {
-            let age = Duration::from_nanos(
-                u64::try_from(now.saturating_sub(generation.created_nanos)).unwrap_or(u64::MAX),
-            );
-            let keep = position < options.keep_generations
-                || options.older_than.is_some_and(|limit| age < limit);
-            if keep {
-                roots.insert(generation.name.clone());
-                report.roots.generations += 1;
-            } else {
-                report.generations_pruned += 1;
-                if !dry {
-                    let _ = std::fs::remove_file(&generation.link);
+        // The keep policy counts this host's entries only; other hosts prune their own.
+        let mut position = 0;
+        for generation in history {
+            let created_secs =
+                u64::try_from(generation.created_nanos / 1_000_000_000).unwrap_or(u64::MAX);
+            match judge.owner(generation.host.as_deref(), created_secs) {
+                RootOwner::ThisHost => {
+                    let age = Duration::from_nanos(
+                        u64::try_from(now.saturating_sub(generation.created_nanos))
+                            .unwrap_or(u64::MAX),
+                    );
+                    let keep = position < options.keep_generations
+                        || options.older_than.is_some_and(|limit| age < limit);
+                    position += 1;
+                    if keep {
+                        roots.insert(generation.name.clone());
+                        report.roots.generations += 1;
+                    } else {
+                        report.generations_pruned += 1;
+                        if !dry {
+                            let _ = std::fs::remove_file(&generation.link);
+                        }
+                    }
+                }
+                RootOwner::OtherHost => {
+                    roots.insert(generation.name.clone());
+                    report.roots.generations += 1;
+                    report.roots.other_hosts += 1;
+                }
+                RootOwner::Expired => {
+                    report.stale_roots_removed += 1;
+                    if !dry {
+                        let _ = std::fs::remove_file(&generation.link);
+                        if let Some(host_dir) = generation.link.parent() {
+                            if generation.host.is_some() {
+                                // Gone once its last entry is (fails harmlessly while not empty).
+                                let _ = std::fs::remove_dir(host_dir);
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -365,6 +429,7 @@ pub fn gc(store: &Store, options: GcOptions) -> Result<GcReport> {
     let mut temp_parents = vec![
         store.cache_dir.clone(),
         store.dir.join(GCROOTS).join(INDIRECT),
+        store.dir.join(GCROOTS).join(HOSTS),
         store.dir.join(LEASES),
     ];
     let generations = store.dir.join(GCROOTS).join(GENERATIONS);
@@ -372,6 +437,16 @@ pub fn gc(store: &Store, options: GcOptions) -> Result<GcReport> {
         .ctx("list", &generations)?
         .flatten()
     {
+        // The history directory and its per-host directories.
+        for sub in std::fs::read_dir(entry.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if sub.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                temp_parents.push(sub.path());
+            }
+        }
         temp_parents.push(entry.path());
     }
     for parent in temp_parents {

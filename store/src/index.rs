@@ -90,10 +90,16 @@ impl Index {
         if let Some(index) = registry.get(&canonical) {
             return Ok(index.clone());
         }
+        // In a group-shared store the index directory and LMDB's files (created 0600 by heed) must be
+        // group read/write, or other members of the group cannot open the index.
+        crate::fsutil::share_with_group(&canonical)?;
         let env = open_env(&canonical).map_err(|source| StoreError::Index {
             path: canonical.clone(),
             source,
         })?;
+        for file in ["data.mdb", "lock.mdb"] {
+            crate::fsutil::share_with_group(&canonical.join(file))?;
+        }
         let index = Index {
             inner: Arc::new(IndexInner {
                 env,

@@ -67,7 +67,10 @@ pub use materialize::MaterializeReport;
 pub use meta::{Entry, PathKind, StorePathMeta};
 pub use names::{sanitize_label, BlobId, StorePath, StorePathName};
 pub use publish::{PlannedFile, Source};
-pub use roots::{GenerationRoot, Lease, LeaseOptions, LeaseRecord, LeaseState};
+pub use roots::{
+    GenerationRoot, HostSeenRecord, IndirectRoot, IndirectRootRecord, Lease, LeaseOptions,
+    LeaseRecord, LeaseState, HOST_ROOT_TTL,
+};
 pub use store::{SlotState, Store, StoreOptions, StoreTempDir, HOST_ID_ENV, LAYOUT_VERSION_DIR};
 pub use tree_hash::{
     hash_tree, hash_tree_without_link, matches_tree_hash, Match, TreeHash, TREE_HASH_PREFIX,

@@ -11,6 +11,7 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use nix::fcntl::{fcntl, FcntlArg};
@@ -60,17 +61,22 @@ fn flock_struct(kind: LockKind, unlock: bool) -> libc::flock {
     }
 }
 
+/// Open (creating) a lock file; in a group-shared directory it is made group read/write, so every
+/// member of the group can take the lock.
 fn open_lock_file(path: &Path) -> Result<File> {
-    std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o664)
         .open(path)
         .map_err(|source| StoreError::Lock {
             path: path.to_path_buf(),
             source,
-        })
+        })?;
+    crate::fsutil::share_with_group(path)?;
+    Ok(file)
 }
 
 fn unsupported(err: &io::Error) -> bool {

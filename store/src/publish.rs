@@ -16,7 +16,7 @@ use rayon::prelude::*;
 
 use crate::error::{IoContext, Result, StoreError};
 use crate::fsutil::{self, set_mode, unique_name};
-use crate::link::{create_empty, LinkMethod};
+use crate::link::{create_empty, LinkMethod, LinkMode, Placed, LINK_MODE_ENV};
 use crate::lock::LockKind;
 use crate::meta::{Entry, PathKind, StorePathMeta, META_VERSION};
 use crate::names::{BlobId, StorePath, StorePathName};
@@ -306,9 +306,7 @@ impl Store {
         dst: &Path,
     ) -> Result<LinkMethod> {
         let blob = self.ensure_blob_variant(id, executable)?;
-        let placed = self
-            .linker
-            .place(&blob, dst, self.dev, self.dev, file_mode(executable))?;
+        let placed = self.place_in_store(&blob, dst, file_mode(executable))?;
         if placed.too_many_links {
             let temp = self.tmp_dir().join(unique_name("blob-"));
             if std::fs::hard_link(dst, &temp).is_ok() && std::fs::rename(&temp, &blob).is_err() {
@@ -316,6 +314,28 @@ impl Store {
             }
         }
         Ok(placed.method)
+    }
+
+    /// Place the file `src` at `dst`, both inside the store, by the link mode. The first placement of
+    /// this handle probes the filesystem; when the mode asked for (`AGENTPACK_LINK_MODE=reflink` or
+    /// `hardlink`) turns out impossible and files are copied instead, a warning naming the variable is
+    /// collected once (see [`Store::take_warnings`]).
+    fn place_in_store(&self, src: &Path, dst: &Path, mode_bits: u32) -> Result<Placed> {
+        let probed = self.linker.remembered(self.dev, self.dev).is_some();
+        let placed = self.linker.place(src, dst, self.dev, self.dev, mode_bits)?;
+        if !probed && !placed.too_many_links {
+            if let Some(warning) = link_fallback_warning(
+                self.linker.mode(),
+                placed.method,
+                &self.dir,
+                &self.fs_kind.name,
+            ) {
+                if first_link_fallback_report(&self.dir) {
+                    self.warn(warning);
+                }
+            }
+        }
+        Ok(placed)
     }
 
     /// Publish the package tree at `src` (regular files, symlinks and directories only) under
@@ -359,8 +379,7 @@ impl Store {
             let name = StorePathName::from_tree_hash(&actual, label);
             if let Some(existing) = self.get(&name) {
                 if replace_damaged && hash_tree(existing.path())? != actual {
-                    fsutil::seal_dirs(&out)?;
-                    crate::verify::exchange(&out, existing.path())?;
+                    crate::verify::replace_store_path(self, &out, existing.path())?;
                     let meta = new_meta(&name, PathKind::Package, Some(actual), &[], entries);
                     let meta_path = self.meta_path(name.as_str());
                     let temp = base.join("meta.json");
@@ -580,8 +599,7 @@ impl Store {
                 }
                 let adopted = !self.has_blob(&id, *exec) && {
                     let temp = self.tmp_dir().join(unique_name("blob-"));
-                    self.linker
-                        .place(path, &temp, self.dev, self.dev, file_mode(*exec))?;
+                    self.place_in_store(path, &temp, file_mode(*exec))?;
                     self.store_blob_from_temp(&temp, &id, *exec)?
                 };
                 if !adopted {
@@ -747,6 +765,10 @@ impl Store {
     /// The metadata goes first, so a store path never exists without it (a crash in between leaves
     /// metadata without a tree, which GC removes). A publisher that loses the rename race makes sure
     /// the metadata describes the winner's tree, not its own.
+    ///
+    /// Everything below the top directory is sealed before the rename, the top directory right after
+    /// it: moving a directory into another parent needs write permission on the directory itself, so
+    /// a sealed top could only be published by root.
     fn commit(
         &self,
         base: &Path,
@@ -754,7 +776,7 @@ impl Store {
         name: &StorePathName,
         meta: StorePathMeta,
     ) -> Result<StorePath> {
-        fsutil::seal_dirs(out)?;
+        fsutil::seal_dirs_below(out)?;
         let meta_temp = base.join("meta.json");
         fs_err::write(&meta_temp, meta.to_bytes()).ctx("write", &meta_temp)?;
         set_mode(&meta_temp, 0o444)?;
@@ -765,7 +787,7 @@ impl Store {
         let meta_path = self.meta_path(name.as_str());
         fs_err::rename(&meta_temp, &meta_path).ctx("publish", &meta_path)?;
         match std::fs::rename(out, &final_path) {
-            Ok(()) => {}
+            Ok(()) => set_mode(&final_path, 0o555)?,
             Err(err) if matches!(err.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) => {
                 // Lost the race: the winner's tree is in place; its metadata must describe it.
                 let winner = self.manifest_of(&final_path)?;
@@ -783,6 +805,8 @@ impl Store {
         if self.flush {
             fsutil::fsync_dir(&self.dir.join(crate::store::META))?;
             fsutil::fsync_dir(&self.dir)?;
+            // The top directory's mode changed after the flush.
+            fsutil::fsync_dir(&final_path)?;
         }
         Ok(StorePath::new(name.clone(), final_path))
     }
@@ -806,6 +830,40 @@ impl Store {
         sort_entries(&mut entries);
         Ok(entries)
     }
+}
+
+/// `true` the first time this process reports a link-mode fallback for the store at `store_dir`: one
+/// command may open the store several times (e.g. `add` locks, then syncs), and the user needs to read
+/// the warning once.
+fn first_link_fallback_report(store_dir: &Path) -> bool {
+    static REPORTED: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<PathBuf>>> =
+        std::sync::OnceLock::new();
+    REPORTED
+        .get_or_init(Default::default)
+        .lock()
+        .map(|mut reported| reported.insert(store_dir.to_path_buf()))
+        .unwrap_or(true)
+}
+
+/// The warning for a link mode asked for by `AGENTPACK_LINK_MODE` that the store's filesystem cannot
+/// do (`method` is what was done instead); `None` when the mode was honoured or not asked for.
+fn link_fallback_warning(
+    requested: LinkMode,
+    method: LinkMethod,
+    store_dir: &Path,
+    filesystem: &str,
+) -> Option<String> {
+    let wanted = match requested {
+        LinkMode::Reflink => LinkMethod::Reflink,
+        LinkMode::Hardlink => LinkMethod::Hardlink,
+        LinkMode::Auto | LinkMode::Copy => return None,
+    };
+    (method != wanted).then(|| {
+        format!(
+            "warning: {LINK_MODE_ENV}={requested}: the filesystem of the store {} ({filesystem}) cannot {wanted}, so store files are placed by {method} instead; set {LINK_MODE_ENV}=auto or copy to silence this warning",
+            store_dir.display()
+        )
+    })
 }
 
 /// A regular file found by [`scan_tree`]: relative path, path, executable.

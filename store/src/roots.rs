@@ -1,20 +1,30 @@
-//! GC roots: what keeps store paths alive.
+//! GC roots: what keeps store paths alive, and which machine may judge each one.
 //!
-//! * **indirect roots**: `gcroots/indirect/<hash> -> <absolute project pointer>`; the pointer (e.g.
-//!   `<staging>/modes/<mode>`) is followed at GC time, so switching it needs no store call, and a
-//!   pointer that disappeared makes the root stale (removed by GC);
-//! * **generation history**: `gcroots/generations/<history>/<nanos>-<name> -> ../../../<name>`, one
-//!   entry per generation a project+mode has used, pruned by `GcOptions::keep_generations`;
+//! * **indirect roots**: `gcroots/indirect/<hash>.json`, one record per host and project pointer
+//!   (e.g. `<staging>/modes/<mode>`), naming the host that registered it, the pointer and the store path
+//!   it selected then. The pointer is followed at GC time, so switching it needs no store call;
+//! * **generation history**: `gcroots/generations/<history>/@<host>/<nanos>-<name> -> ../../../../<name>`,
+//!   one entry per generation a project+mode has used on that host, pruned by `GcOptions::keep_generations`;
 //! * **temp roots**: `temproots/<host>-<pid>-...`, one file per live `Store` handle, OFD-locked while
 //!   the process lives (see `Store::add_temp_root`);
 //! * **leases**: `leases/<host>-<pid>-<start>.json`, store paths a launched agent runs from. A lease of
 //!   this host is live while its process exists with the same start time; another host's lease lives
 //!   until its TTL expires (renew it to keep it).
 //!
+//! Pointers and processes are host-local: on a store shared by several machines, only the machine that
+//! made an indirect root or a history entry can tell whether it is stale (its pointer gone, its history
+//! longer than the keep policy). Another machine keeps it as it is, following the pointer if it can see it
+//! and the store path recorded with it, until its host has not been seen for [`HOST_ROOT_TTL`]. A host is
+//! seen whenever it records a root, takes or renews a lease or runs GC (`gcroots/hosts/<host>.json`).
+//! Roots written before roots recorded their host (a bare `gcroots/indirect/<hash>` symlink, a history
+//! entry directly in `<history>/`) belong to no known host: every machine keeps them until they are
+//! [`HOST_ROOT_TTL`] old, except that an indirect one whose pointer it can see is followed.
+//!
 //! Slots (`cache/<cache_key>`) are roots too (see `gc`). This module writes roots atomically (temp +
 //! rename) and reads them; it never deletes store paths.
 
-use std::os::unix::fs::OpenOptionsExt;
+use std::collections::HashMap;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -23,7 +33,15 @@ use crate::fsutil::{unique_name, unix_now};
 use crate::host::process_start_time;
 use crate::lock::LockKind;
 use crate::names::{StorePath, StorePathName};
-use crate::store::{Store, GCROOTS, GENERATIONS, INDIRECT, LEASES};
+use crate::store::{Store, GCROOTS, GENERATIONS, HOSTS, INDIRECT, LEASES};
+
+/// How long the roots of a host stay protected from other hosts' GC after that host was last seen
+/// (recorded a root, took or renewed a lease, ran GC), and how long a root that records no host is kept
+/// by any host: 90 days, far beyond any clock skew between machines.
+pub const HOST_ROOT_TTL: Duration = Duration::from_secs(90 * 24 * 3600);
+
+/// Prefix of the per-host directories inside a generation history directory.
+const HOST_DIR_PREFIX: &str = "@";
 
 /// One entry of a generation history.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -32,9 +50,83 @@ pub struct GenerationRoot {
     pub name: StorePathName,
     /// When it was recorded (nanoseconds since the Unix epoch).
     pub created_nanos: u128,
+    /// The host that recorded it; `None` for an entry written before entries recorded their host.
+    pub host: Option<String>,
     /// The root link itself.
     #[serde(skip)]
     pub(crate) link: PathBuf,
+}
+
+/// An indirect root as written on disk (`gcroots/indirect/<hash>.json`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct IndirectRootRecord {
+    /// Host id of the machine whose pointer this is.
+    pub host: String,
+    /// The absolute pointer path, meaningful on that host.
+    pub pointer: PathBuf,
+    /// The store path name the pointer selected when the root was last registered, if it was in the store.
+    pub target: Option<String>,
+    /// Unix seconds when last registered.
+    pub renewed: u64,
+}
+
+/// A registered indirect root, as [`Store::indirect_roots`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndirectRoot {
+    /// The root file (a record, or a bare symlink written before roots recorded their host).
+    pub file: PathBuf,
+    /// The pointer it registers.
+    pub pointer: PathBuf,
+    /// The host that registered it; `None` for a root written before roots recorded their host.
+    pub host: Option<String>,
+    /// The store path the pointer selected when registered (`None` for old roots and unreadable records).
+    pub target: Option<StorePathName>,
+    /// Unix seconds when last registered (for an old root: its modification time).
+    pub renewed: u64,
+}
+
+/// Who may judge a root, from this host's point of view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RootOwner {
+    /// This host made it: its pointer and the keep policy decide.
+    ThisHost,
+    /// Another (or an unknown) host made it and was seen within [`HOST_ROOT_TTL`]: kept as it is.
+    OtherHost,
+    /// Its host has not been seen for [`HOST_ROOT_TTL`] (or, for a root without a host, it is older
+    /// than that): stale.
+    Expired,
+}
+
+/// Judges roots by their host, with the hosts' last-seen times read once (for one GC run).
+pub(crate) struct RootJudge {
+    this_host: String,
+    seen: HashMap<String, u64>,
+    now: u64,
+}
+
+impl RootJudge {
+    /// The owner of a root made by `host` (`None`: unknown) last registered at `renewed` (Unix seconds).
+    pub(crate) fn owner(&self, host: Option<&str>, renewed: u64) -> RootOwner {
+        let last_seen = match host {
+            Some(host) if host == self.this_host => return RootOwner::ThisHost,
+            Some(host) => renewed.max(self.seen.get(host).copied().unwrap_or(0)),
+            None => renewed,
+        };
+        if self.now <= last_seen.saturating_add(HOST_ROOT_TTL.as_secs()) {
+            RootOwner::OtherHost
+        } else {
+            RootOwner::Expired
+        }
+    }
+}
+
+/// When a host was last seen, as written on disk (`gcroots/hosts/<host>.json`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HostSeenRecord {
+    /// The host id.
+    pub host: String,
+    /// Unix seconds when it last recorded a root, took or renewed a lease, or ran GC.
+    pub seen: u64,
 }
 
 /// A launch lease as written on disk.
@@ -105,12 +197,24 @@ fn write_symlink_atomically(target: &Path, link: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Modification time of `path` itself (not a symlink's target), in Unix seconds; 0 when unknown.
+fn own_mtime(path: &Path) -> u64 {
+    std::fs::symlink_metadata(path)
+        .map(|meta| u64::try_from(meta.mtime()).unwrap_or(0))
+        .unwrap_or(0)
+}
+
 impl Store {
     fn indirect_dir(&self) -> PathBuf {
         self.dir.join(GCROOTS).join(INDIRECT)
     }
 
-    fn indirect_link(&self, pointer: &Path) -> Result<(PathBuf, PathBuf)> {
+    fn hosts_dir(&self) -> PathBuf {
+        self.dir.join(GCROOTS).join(HOSTS)
+    }
+
+    /// This host's record file for `pointer`, and the pointer made absolute.
+    fn indirect_record(&self, pointer: &Path) -> Result<(PathBuf, PathBuf)> {
         let absolute = if pointer.is_absolute() {
             pointer.to_path_buf()
         } else {
@@ -118,41 +222,98 @@ impl Store {
                 .ctx("resolve", pointer)?
                 .join(pointer)
         };
-        let key = blake3::hash(absolute.as_os_str().as_encoded_bytes()).to_hex();
-        Ok((self.indirect_dir().join(&key[..32]), absolute))
+        let mut keyed = self.host_id.as_bytes().to_vec();
+        keyed.push(0);
+        keyed.extend_from_slice(absolute.as_os_str().as_encoded_bytes());
+        let key = blake3::hash(&keyed).to_hex();
+        Ok((
+            self.indirect_dir().join(format!("{}.json", &key[..32])),
+            absolute,
+        ))
     }
 
-    /// Register `pointer` (a symlink into the store, e.g. `<staging>/modes/<mode>`) as an indirect
-    /// root: whatever it points to at GC time stays alive. Idempotent.
+    /// Register `pointer` (a symlink into the store on this host, e.g. `<staging>/modes/<mode>`) as an
+    /// indirect root of this host: whatever it points to at GC time stays alive, and on other hosts
+    /// sharing the store, what it points to now stays alive while this host is seen (see
+    /// [`HOST_ROOT_TTL`]). Registering again renews it. Idempotent.
     pub fn add_indirect_root(&self, pointer: &Path) -> Result<()> {
-        let (link, absolute) = self.indirect_link(pointer)?;
+        let (file, absolute) = self.indirect_record(pointer)?;
+        let record = IndirectRootRecord {
+            host: self.host_id.clone(),
+            target: self
+                .store_path_of(&absolute)
+                .map(|path| path.name().to_string()),
+            pointer: absolute,
+            renewed: unix_now(),
+        };
         let _lock = self.lock(LockKind::Shared)?;
-        write_symlink_atomically(&absolute, &link)
+        write_json_atomically(&file, &record, ".new-")?;
+        self.record_host_seen();
+        Ok(())
     }
 
-    /// Unregister an indirect root. Missing is fine.
+    /// Unregister this host's indirect root of `pointer`. Missing is fine.
     pub fn remove_indirect_root(&self, pointer: &Path) -> Result<()> {
-        let (link, _) = self.indirect_link(pointer)?;
-        match std::fs::remove_file(&link) {
+        let (file, _) = self.indirect_record(pointer)?;
+        match std::fs::remove_file(&file) {
             Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
-                Err(StoreError::io("remove", &link, err))
+                Err(StoreError::io("remove", &file, err))
             }
             _ => Ok(()),
         }
     }
 
-    /// The registered indirect roots: `(root link, pointer)`.
-    pub fn indirect_roots(&self) -> Result<Vec<(PathBuf, PathBuf)>> {
+    /// The registered indirect roots of every host, and those written before roots recorded their host.
+    pub fn indirect_roots(&self) -> Result<Vec<IndirectRoot>> {
         let dir = self.indirect_dir();
         let mut out = Vec::new();
         for entry in fs_err::read_dir(&dir).ctx("list", &dir)? {
             let entry = entry.ctx("list", &dir)?;
-            if entry.file_name().as_encoded_bytes().starts_with(b".") {
+            let file = entry.path();
+            let file_name = entry.file_name();
+            let name = file_name.as_encoded_bytes();
+            if name.starts_with(b".") {
                 continue;
             }
-            if let Ok(pointer) = std::fs::read_link(entry.path()) {
-                out.push((entry.path(), pointer));
+            let Ok(file_type) = entry.file_type() else {
+                continue;
+            };
+            if file_type.is_symlink() {
+                // Written before roots recorded their host.
+                if let Ok(pointer) = std::fs::read_link(&file) {
+                    out.push(IndirectRoot {
+                        renewed: own_mtime(&file),
+                        file,
+                        pointer,
+                        host: None,
+                        target: None,
+                    });
+                }
+                continue;
             }
+            if !file_type.is_file() || !name.ends_with(b".json") {
+                continue;
+            }
+            let record = std::fs::read(&file)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<IndirectRootRecord>(&bytes).ok());
+            out.push(match record {
+                Some(record) => IndirectRoot {
+                    file,
+                    target: record.target.and_then(|name| name.parse().ok()),
+                    pointer: record.pointer,
+                    host: Some(record.host),
+                    renewed: record.renewed,
+                },
+                // Unreadable: nobody can tell whose it is; it protects nothing and expires by age.
+                None => IndirectRoot {
+                    renewed: own_mtime(&file),
+                    file,
+                    pointer: PathBuf::new(),
+                    host: None,
+                    target: None,
+                },
+            });
         }
         Ok(out)
     }
@@ -164,15 +325,21 @@ impl Store {
             .join(history_dir_name(history))
     }
 
-    /// Record that `history` (e.g. `<project-hash>/<mode>`) now uses generation `path`: a root that
-    /// keeps it for rollback until GC prunes the history. Recording the newest entry again is a no-op.
+    /// Record that `history` (e.g. `<project-hash>/<mode>`) now uses generation `path` on this host: a
+    /// root that keeps it for rollback until GC on this host prunes the history (other hosts keep it
+    /// while this host is seen, see [`HOST_ROOT_TTL`]). Recording this host's newest entry again is a
+    /// no-op.
     pub fn add_generation_root(&self, history: &str, path: &StorePath) -> Result<()> {
         let dir = self.history_dir(history);
+        let host_dir = dir.join(format!("{HOST_DIR_PREFIX}{}", self.host_id));
         let _lock = self.lock(LockKind::Shared)?;
         self.ensure_dir(&dir)?;
-        let existing = self.generation_history(history)?;
+        self.ensure_dir(&host_dir)?;
+        self.record_host_seen();
+        let existing = read_entries(&host_dir, Some(&self.host_id))?;
         if existing
-            .first()
+            .iter()
+            .max_by_key(|generation| generation.created_nanos)
             .is_some_and(|newest| &newest.name == path.name())
         {
             return Ok(());
@@ -181,17 +348,25 @@ impl Store {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0);
-        let link = dir.join(format!("{nanos:020}-{}", path.name()));
-        let target = Path::new("../../..").join(path.name().as_str());
+        let link = host_dir.join(format!("{nanos:020}-{}", path.name()));
+        let target = Path::new("../../../..").join(path.name().as_str());
         write_symlink_atomically(&target, &link)
     }
 
-    /// The generations of `history`, newest first.
+    /// The generations of `history` recorded on this host (and those recorded before entries named
+    /// their host), newest first. A generation may appear more than once (after a rollback).
     pub fn generation_history(&self, history: &str) -> Result<Vec<GenerationRoot>> {
-        read_history_dir(&self.history_dir(history))
+        let mut entries = read_history_dir(&self.history_dir(history))?;
+        entries.retain(|entry| {
+            entry
+                .host
+                .as_deref()
+                .is_none_or(|host| host == self.host_id)
+        });
+        Ok(entries)
     }
 
-    /// Every generation history directory.
+    /// Every generation history directory, with the entries of every host, newest first.
     pub(crate) fn all_histories(&self) -> Result<Vec<Vec<GenerationRoot>>> {
         let dir = self.dir.join(GCROOTS).join(GENERATIONS);
         let mut out = Vec::new();
@@ -202,6 +377,69 @@ impl Store {
             }
         }
         Ok(out)
+    }
+
+    // ----- hosts -----
+
+    /// Record that this host is alive now, so other hosts keep its roots for another [`HOST_ROOT_TTL`].
+    /// Done by every root registration, lease and GC; best effort (a failure becomes a warning).
+    /// The caller holds the store lock.
+    pub(crate) fn record_host_seen(&self) {
+        let dir = self.hosts_dir();
+        let file = dir.join(format!("{}.json", self.host_id));
+        let record = HostSeenRecord {
+            host: self.host_id.clone(),
+            seen: unix_now(),
+        };
+        if let Err(err) = self
+            .ensure_dir(&dir)
+            .and_then(|()| write_json_atomically(&file, &record, ".new-"))
+        {
+            self.warn(format!(
+                "warning: cannot record that host {} is alive ({err}); other machines sharing the store may remove this machine's roots once it has not been seen for {} days",
+                self.host_id,
+                HOST_ROOT_TTL.as_secs() / 86_400
+            ));
+        }
+    }
+
+    /// When each host was last seen (Unix seconds), from `gcroots/hosts/`.
+    pub fn hosts_seen(&self) -> Result<Vec<HostSeenRecord>> {
+        let dir = self.hosts_dir();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(err) => return Err(StoreError::io("list", &dir, err)),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.ctx("list", &dir)?;
+            let name = entry.file_name();
+            if name.as_encoded_bytes().starts_with(b".") {
+                continue;
+            }
+            if let Some(record) = std::fs::read(entry.path())
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<HostSeenRecord>(&bytes).ok())
+            {
+                out.push(record);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A judge of roots by host for one GC run.
+    pub(crate) fn root_judge(&self) -> Result<RootJudge> {
+        let mut seen: HashMap<String, u64> = HashMap::new();
+        for record in self.hosts_seen()? {
+            let slot = seen.entry(record.host).or_insert(0);
+            *slot = (*slot).max(record.seen);
+        }
+        Ok(RootJudge {
+            this_host: self.host_id.clone(),
+            seen,
+            now: unix_now(),
+        })
     }
 
     // ----- leases -----
@@ -225,6 +463,7 @@ impl Store {
         ));
         let _lock = self.lock(LockKind::Shared)?;
         write_lease(&file, &record)?;
+        self.record_host_seen();
         Ok(Lease { file, record })
     }
 
@@ -232,7 +471,9 @@ impl Store {
     pub fn renew_lease(&self, lease: &mut Lease) -> Result<()> {
         lease.record.renewed = unix_now();
         let _lock = self.lock(LockKind::Shared)?;
-        write_lease(&lease.file, &lease.record)
+        write_lease(&lease.file, &lease.record)?;
+        self.record_host_seen();
+        Ok(())
     }
 
     /// End a lease. Missing is fine.
@@ -306,7 +547,34 @@ impl Store {
     }
 }
 
+/// The entries of one history directory: those written before entries named their host directly in
+/// it, and each host's in its `@<host>/` directory. Newest first.
 fn read_history_dir(dir: &Path) -> Result<Vec<GenerationRoot>> {
+    let mut out = read_entries(dir, None)?;
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(err) => return Err(StoreError::io("list", dir, err)),
+    };
+    for entry in entries {
+        let entry = entry.ctx("list", dir)?;
+        let file_name = entry.file_name();
+        let Some(host) = file_name
+            .to_str()
+            .and_then(|name| name.strip_prefix(HOST_DIR_PREFIX))
+        else {
+            continue;
+        };
+        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            out.extend(read_entries(&entry.path(), Some(host))?);
+        }
+    }
+    out.sort_by_key(|generation| std::cmp::Reverse(generation.created_nanos));
+    Ok(out)
+}
+
+/// The `<nanos>-<name>` entries directly in `dir`, recorded by `host`. Unordered.
+fn read_entries(dir: &Path, host: Option<&str>) -> Result<Vec<GenerationRoot>> {
     let mut out = Vec::new();
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -329,16 +597,17 @@ fn read_history_dir(dir: &Path) -> Result<Vec<GenerationRoot>> {
         out.push(GenerationRoot {
             name,
             created_nanos,
+            host: host.map(str::to_owned),
             link: entry.path(),
         });
     }
-    out.sort_by_key(|generation| std::cmp::Reverse(generation.created_nanos));
     Ok(out)
 }
 
-fn write_lease(file: &Path, record: &LeaseRecord) -> Result<()> {
-    let temp = file.with_file_name(unique_name(".lease-"));
-    let bytes = serde_json::to_vec(record).unwrap_or_default();
+/// Write `value` as JSON to `file` atomically (a `<prefix>…` temp file renamed over it).
+fn write_json_atomically<T: serde::Serialize>(file: &Path, value: &T, prefix: &str) -> Result<()> {
+    let temp = file.with_file_name(unique_name(prefix));
+    let bytes = serde_json::to_vec(value).unwrap_or_default();
     {
         use std::io::Write;
         let mut out = std::fs::OpenOptions::new()
@@ -349,5 +618,13 @@ fn write_lease(file: &Path, record: &LeaseRecord) -> Result<()> {
             .ctx("create", &temp)?;
         out.write_all(&bytes).ctx("write", &temp)?;
     }
-    fs_err::rename(&temp, file).ctx("write", file)
+    if let Err(err) = std::fs::rename(&temp, file) {
+        let _ = std::fs::remove_file(&temp);
+        return Err(StoreError::io("write", file, err));
+    }
+    Ok(())
+}
+
+fn write_lease(file: &Path, record: &LeaseRecord) -> Result<()> {
+    write_json_atomically(file, record, ".lease-")
 }

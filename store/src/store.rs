@@ -13,8 +13,9 @@
 //!       meta/<name>.json                    kind, tree hash, references, manifest of each store path
 //!       blobs/<2hex>/<64hex>[x]             one inode per unique content (+ executable variant)
 //!       .tmp/                               builds in progress and trash, same filesystem
-//!       gcroots/indirect/<hash> -> pointer  registered project pointers (indirect roots)
-//!       gcroots/generations/<history>/<nanos>-<name> -> ../../../<name>   generation history
+//!       gcroots/indirect/<hash>.json        registered project pointers (indirect roots), per host
+//!       gcroots/generations/<history>/@<host>/<nanos>-<name> -> ../../../../<name>   generation history
+//!       gcroots/hosts/<host>.json           when each host last recorded a root, leased or ran GC
 //!       temproots/<host>-<pid>-...          roots of running processes (OFD-locked while alive)
 //!       leases/<host>-<pid>-<start>.json    launches using store paths
 //!       index/                              LMDB metadata index when the store is on local disk
@@ -50,6 +51,7 @@ pub(crate) const TMP: &str = ".tmp";
 pub(crate) const GCROOTS: &str = "gcroots";
 pub(crate) const INDIRECT: &str = "indirect";
 pub(crate) const GENERATIONS: &str = "generations";
+pub(crate) const HOSTS: &str = "hosts";
 pub(crate) const TEMPROOTS: &str = "temproots";
 pub(crate) const LEASES: &str = "leases";
 const INDEX: &str = "index";
@@ -346,6 +348,15 @@ impl Store {
             .ok()
             .filter(|m| m.is_dir())
             .map(|_| StorePath::new(name.clone(), path))
+    }
+
+    /// The store path called `name` where it is (or will be) published, whether or not it exists yet.
+    ///
+    /// For referencing an input-addressed path that a later process publishes: GC follows a
+    /// reference only to published paths, so a reference to a name not published yet is harmless,
+    /// and it keeps the path alive from the moment it is published.
+    pub fn planned(&self, name: &StorePathName) -> StorePath {
+        StorePath::new(name.clone(), self.path_of(name))
     }
 
     /// The store path a filesystem path points into (e.g. a project pointer), if it is in this store.

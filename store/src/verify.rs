@@ -484,14 +484,39 @@ fn rebuild(
                 }
             }
         }
-        fsutil::seal_dirs(&out)?;
         let final_path = store.path_of(name);
-        exchange(&out, &final_path)?;
-        // `out` now holds the damaged tree.
-        Ok(())
+        replace_store_path(store, &out, &final_path)
     })();
     let _ = fsutil::remove_tree(&base);
     result.map(|()| true)
+}
+
+/// Replace the published store path `final_path` by the unsealed tree `out` (built in `.tmp/`) in one
+/// step, and remove the tree it replaced.
+///
+/// A directory moved into another parent needs write permission on itself, and a published store
+/// path is sealed (0555) and may belong to another user of a shared store. So `out` (ours, top still
+/// writable) is sealed below its top and moved next to `final_path` first, its top sealed there, and
+/// the two are exchanged within the store directory, which needs no permission on either tree. The
+/// replaced tree is then removed; when that is impossible (another user's tree) a warning names it.
+pub(crate) fn replace_store_path(store: &Store, out: &Path, final_path: &Path) -> Result<()> {
+    fsutil::seal_dirs_below(out)?;
+    let staged = final_path.with_file_name(unique_name(".repair-"));
+    fs_err::rename(out, &staged).ctx("move into the store", out)?;
+    let swapped = set_mode(&staged, 0o555).and_then(|()| exchange(&staged, final_path));
+    if let Err(err) = swapped {
+        let _ = fsutil::remove_tree(&staged);
+        return Err(err);
+    }
+    // `staged` now holds the damaged tree.
+    if let Err(err) = fsutil::remove_tree(&staged) {
+        store.warn(format!(
+            "warning: could not remove the replaced copy of {} at {} ({err}); remove it as its owner or root",
+            final_path.display(),
+            staged.display()
+        ));
+    }
+    Ok(())
 }
 
 /// Atomically swap two directories (renameat2 RENAME_EXCHANGE), else two renames.
@@ -513,7 +538,7 @@ pub(crate) fn exchange(a: &Path, b: &Path) -> Result<()> {
 fn remove_store_path(store: &Store, name: &StorePathName) -> Result<()> {
     let path = store.path_of(name);
     let aside = store.dir.join(TMP).join(unique_name("trash-"));
-    fs_err::rename(&path, &aside).ctx("remove", &path)?;
+    fsutil::rename_dir(&path, &aside)?;
     let _ = std::fs::remove_file(store.meta_path(name.as_str()));
     fsutil::remove_tree(&aside)
 }

@@ -284,3 +284,39 @@ fn leftovers_of_dead_builds_are_removed() {
     assert_eq!(report.leftovers_removed, 3, "{report:?}");
     assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
 }
+
+#[test]
+fn a_reference_to_a_path_published_later_is_harmless_until_then_and_keeps_it_after() {
+    let dir = TestDir::new();
+    let later = StorePathName::from_inputs(b"published by a later process", "later");
+    let current;
+    {
+        let store = open_store(dir.path(), LinkMode::Hardlink);
+        let planned = store.planned(&later);
+        assert!(!planned.path().exists());
+        current = generation(&store, "current", std::slice::from_ref(&planned));
+        store
+            .add_generation_root("project/default", &current)
+            .unwrap();
+    }
+    let store = open_store(dir.path(), LinkMode::Hardlink);
+    let report = gc(&store, no_temp_roots()).unwrap();
+    assert!(report.store_paths_removed.is_empty(), "{report:?}");
+    assert!(verify(&store, VerifyOptions::default()).unwrap().is_clean());
+    {
+        let builder = open_store(dir.path(), LinkMode::Hardlink);
+        builder
+            .publish_built(&later, &[], |out, _| {
+                std::fs::write(out.join("file"), b"later\n")?;
+                Ok(())
+            })
+            .unwrap();
+    }
+    let loose = generation(&store, "loose", &[]);
+    drop(store);
+    let store = open_store(dir.path(), LinkMode::Hardlink);
+    let report = gc(&store, no_temp_roots()).unwrap();
+    assert_eq!(report.store_paths_removed, vec![loose.name().to_string()]);
+    assert!(store.get(&later).is_some(), "the reference keeps it");
+    assert!(current.path().is_dir());
+}

@@ -97,7 +97,9 @@ pub fn run_store(ctx: &Context, args: &StoreArgs) -> Result<ExitCode> {
                     info.filesystem.name.clone()
                 };
                 let link = match info.link_method {
-                    Some(method) => format!("{} (files are linked by {method} here)", info.link_mode),
+                    Some(method) => {
+                        format!("{} (files are linked by {method} here)", info.link_mode)
+                    }
                     None => info.link_mode.to_string(),
                 };
                 output::stdout(&format!(
