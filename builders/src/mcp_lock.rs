@@ -28,7 +28,7 @@ use crate::npm::exec_spec::{ExecSpec, EXEC_SPEC_FILE};
 use crate::npm::registry::{registry_for, RegistryClient, RegistryError};
 use crate::npm::spec::{classify, Launch, NpmInvocation, NpmRunner};
 use crate::npm::tree::{lock_tree, tree_digest};
-use crate::npm::tree_store::existing_tree;
+use crate::npm::tree_store::tree_root_name;
 
 /// How [`record`] may behave.
 #[derive(Debug, Clone, Default)]
@@ -399,12 +399,15 @@ fn add_tree(
 pub struct ExecSpecs {
     /// Server name -> the spec file (inside a store path).
     pub paths: BTreeMap<String, PathBuf>,
-    /// The spec store paths (each references its npm-tree store path once that exists).
+    /// The spec store paths (each references the root of its npm tree, published or not yet).
     pub references: Vec<StorePath>,
 }
 
 /// Publishes the mcp-exec spec of every current, tree-locked record among `servers` as a store
-/// path (no registry contact; nothing secret is in a spec).
+/// path (no registry contact; nothing secret is in a spec). Each spec path references its tree's
+/// root by the name the lock determines ([`tree_root_name`]), whether or not a start has published
+/// it yet, so the spec path (and the generation) is the same before and after the first start, and
+/// GC keeps the tree from the moment `mcp-exec` publishes it.
 pub fn publish_exec_specs(
     store: &Store,
     lock: &Lockfile,
@@ -416,15 +419,13 @@ pub fn publish_exec_specs(
             continue;
         };
         let bytes = spec.to_bytes();
-        let tree = existing_tree(store, &spec.tree_digest);
+        let root = store.planned(&tree_root_name(&spec));
         let mut inputs = bytes.clone();
-        if let Some(tree) = &tree {
-            inputs.extend_from_slice(tree.name().as_str().as_bytes());
-        }
+        inputs.extend_from_slice(b"\0references ");
+        inputs.extend_from_slice(root.name().as_str().as_bytes());
         let label = format!("mcp-exec-{}", spec.package.replace('/', "-"));
         let name = StorePathName::from_inputs(&inputs, &label);
-        let references: Vec<StorePath> = tree.into_iter().collect();
-        let path = store.publish_built(&name, &references, |dir, _| {
+        let path = store.publish_built(&name, std::slice::from_ref(&root), |dir, _| {
             std::fs::write(dir.join(EXEC_SPEC_FILE), &bytes)?;
             Ok(())
         })?;
@@ -506,11 +507,11 @@ pub struct PreparedLaunches {
     pub launches: BTreeMap<String, McpLaunch>,
     /// Store paths the generation must reference (GC roots for the specs and npm trees).
     pub references: Vec<StorePath>,
-    /// One warning naming every server that runs unlocked (empty when none does).
+    /// The warnings naming servers that run unlocked and that `lock` can change (empty when none).
     pub warnings: Vec<String>,
 }
 
-/// [`publish_exec_specs`] + [`launches_for`] + [`unlocked_warning`].
+/// [`publish_exec_specs`] + [`launches_for`] + [`unlocked_warnings`].
 pub fn prepare_launches(
     store: &Store,
     lock: &Lockfile,
@@ -521,32 +522,51 @@ pub fn prepare_launches(
     Ok(PreparedLaunches {
         launches: launches_for(lock, servers, agentpack_exe, &specs.paths),
         references: specs.references,
-        warnings: unlocked_warning(lock, servers).into_iter().collect(),
+        warnings: unlocked_warnings(lock, servers),
     })
 }
 
-/// One warning naming every server that runs unlocked: no current record (never locked, or
-/// edited since), or recorded unpinned. Unpinnable servers are not named (nothing can lock them).
+/// One warning naming every server that runs unlocked because it has no current record (never
+/// locked, or edited since): `agentpack lock` records them. Servers recorded unpinned are named
+/// only when `lock` can still pin them (recorded with `allow_unpinned` because the registry was
+/// unreachable: the next `lock` tries again). A server recorded unpinned by what its definition
+/// says (a version range, a PyPI or docker server without an exact pin, `npx --package`) and an
+/// unpinnable one are not named: `lock` cannot change them (`agentpack mcp list` shows them).
 pub fn unlocked_warning(lock: &Lockfile, servers: &[MergedServer]) -> Option<String> {
-    let mut named = Vec::new();
+    let warnings = unlocked_warnings(lock, servers);
+    (!warnings.is_empty()).then(|| warnings.join("\n"))
+}
+
+/// [`unlocked_warning`], one message per kind (at most two).
+pub fn unlocked_warnings(lock: &Lockfile, servers: &[MergedServer]) -> Vec<String> {
+    let mut without = Vec::new();
+    let mut retry = Vec::new();
     for server in servers {
         match lock.mcp_server(&server.name) {
-            None => named.push(format!("{} (no record)", server.name)),
+            None => without.push(format!("{} (no record)", server.name)),
             Some(r) if r.definition != definition_digest(&server.server) => {
-                named.push(format!("{} (edited since it was locked)", server.name));
+                without.push(format!("{} (edited since it was locked)", server.name));
             }
-            Some(r) if r.status == McpStatus::Unpinned => {
-                named.push(format!("{} (unpinned)", server.name));
+            Some(r) if r.status == McpStatus::Unpinned && r.allow_unpinned => {
+                retry.push(server.name.clone());
             }
             Some(_) => {}
         }
     }
-    (!named.is_empty()).then(|| {
-        format!(
-            "MCP servers run as written, unlocked: {}; run `agentpack lock` to record them",
-            named.join(", ")
-        )
-    })
+    let mut warnings = Vec::new();
+    if !without.is_empty() {
+        warnings.push(format!(
+            "MCP servers without a current record in pack.lock run as written: {}; run `agentpack lock` to record them",
+            without.join(", ")
+        ));
+    }
+    if !retry.is_empty() {
+        warnings.push(format!(
+            "MCP servers recorded unpinned because their registry could not be reached run as written: {}; `agentpack lock` tries to pin them again",
+            retry.join(", ")
+        ));
+    }
+    warnings
 }
 
 #[cfg(test)]
@@ -580,6 +600,41 @@ mod tests {
         assert_eq!(by("py").version.as_deref(), Some("1.0"));
         assert_eq!(by("local").status, McpStatus::Unpinnable);
         assert_eq!(by("local").launcher, "command");
+    }
+
+    #[test]
+    fn only_servers_lock_can_change_are_named_as_unlocked() {
+        let servers = vec![
+            merged("py", "uvx", &["mcp-x"]),
+            merged("range", "npx", &["-y", "pkg@^1.2"]),
+            merged("local", "node", &["server.js"]),
+        ];
+        let out = record(&servers, &Lockfile::default(), &McpLockOptions::default()).unwrap();
+        let mut lock = Lockfile {
+            mcp_servers: out.records,
+            ..Lockfile::default()
+        };
+        assert_eq!(lock.mcp_server("py").unwrap().status, McpStatus::Unpinned);
+        assert_eq!(unlocked_warnings(&lock, &servers), Vec::<String>::new());
+
+        let mut all = servers.clone();
+        all.push(merged("new", "npx", &["-y", "pkg@latest"]));
+        all.push(merged("down", "npx", &["-y", "other@latest"]));
+        let mut down = McpRecord::new(
+            "down",
+            "manifest",
+            "npm",
+            McpStatus::Unpinned,
+            &definition_digest(&all[4].server),
+        );
+        down.allow_unpinned = true;
+        lock.mcp_servers.push(down);
+        let warnings = unlocked_warnings(&lock, &all);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].contains("new (no record)"), "{warnings:?}");
+        assert!(warnings[0].contains("agentpack lock"), "{warnings:?}");
+        assert!(!warnings[0].contains("py") && !warnings[0].contains("range"));
+        assert!(warnings[1].contains("down") && warnings[1].contains("tries to pin them again"));
     }
 
     #[test]

@@ -539,3 +539,62 @@ fn unpacking_refuses_parent_paths_and_never_writes_links() {
     assert!(std::fs::symlink_metadata(dest.join("out")).is_err());
     assert!(std::fs::symlink_metadata(dest.join("hard")).is_err());
 }
+
+/// The order a user goes through: sync publishes the spec before any start, `mcp-exec` unpacks
+/// the tree later, `gc` runs, and the next start works with the registry down. The spec path
+/// (and so the generation) is the same before and after the first start.
+#[test]
+fn a_generation_synced_before_the_first_start_keeps_the_tree_it_downloads() {
+    use agentpack_builders::npm::tree_store::tree_root_name;
+    use agentpack_builders::npm::ExecSpec;
+
+    let f = fixture();
+    let servers = [npx_server("demo", "@demo/mcp@latest", &f.registry.url())];
+    let lock = lock_with(&servers, &Lockfile::default(), &options());
+    let spec = ExecSpec::from_record(&lock.mcp_servers[0]).unwrap();
+    let (spec_file, spec_name) = {
+        // Sync: nothing is downloaded yet.
+        let store = f.store();
+        let specs = publish_exec_specs(&store, &lock, &servers).unwrap();
+        assert!(store.get(&tree_root_name(&spec)).is_none());
+        let generation = store
+            .publish_files(
+                &StorePathName::from_inputs(b"generation", "generation-default"),
+                &[PlannedFile::new("x", Source::Bytes(b"x".to_vec()), false)],
+                &specs.references,
+            )
+            .unwrap();
+        store
+            .add_generation_root("project/default", &generation)
+            .unwrap();
+        (
+            specs.paths["demo"].clone(),
+            specs.references[0].name().clone(),
+        )
+    };
+    let tree_name = {
+        // The first start.
+        let store = f.store();
+        let first = prepare_exec(&store, &spec_file).unwrap();
+        assert!(first.ready.downloaded);
+        first.ready.tree.name().clone()
+    };
+    {
+        // A sync after the start publishes the same spec path.
+        let store = f.store();
+        let specs = publish_exec_specs(&store, &lock, &servers).unwrap();
+        assert_eq!(specs.references[0].name(), &spec_name);
+    }
+    let store = f.store();
+    let report = gc(&store, GcOptions::default()).unwrap();
+    assert!(store.get(&tree_name).is_some(), "{report:?}");
+    drop(store);
+
+    let requests = f.registry.tarball_requests();
+    drop(f.registry);
+    let store = Store::open(&f.dir.path().join("home/cache"), StoreOptions::default()).unwrap();
+    let again = prepare_exec(&store, &spec_file).unwrap();
+    assert!(!again.ready.downloaded, "downloaded again after gc");
+    assert_eq!(run_node(&again.script, &[])["b"], "dep-b here");
+    assert_eq!(requests, 3);
+}

@@ -656,6 +656,36 @@ fn a_codex_servers_secret_values_stay_out_with_a_warning() {
 }
 
 #[test]
+fn a_secret_template_is_named_never_written() {
+    let project = Project::new();
+    let manifest = project.path("agentpack.toml");
+    let mut text = std::fs::read_to_string(&manifest).unwrap();
+    text.push_str(
+        "\n[mcp.servers.db]\ncommand = \"db-server\"\nenv = { DATABASE_URL = 'postgres://app:pw-SENTINEL@${DB_HOST}/app' }\n",
+    );
+    std::fs::write(&manifest, text).unwrap();
+    let stderr = project.ok(&["eject", "claude", "codex"]);
+    assert!(!stderr.contains("pw-SENTINEL"), "{stderr}");
+    // Claude Code's server reads the launcher's variable, which the editor must now provide.
+    assert!(
+        stderr.contains("MCP server `db` reads AGENTPACK_MCP_DB_DATABASE_URL from the environment"),
+        "{stderr}"
+    );
+    assert_eq!(
+        project.json(".mcp.json")["mcpServers"]["db"]["env"]["DATABASE_URL"],
+        "${AGENTPACK_MCP_DB_DATABASE_URL}"
+    );
+    // Codex's has the value left out, and says so by name.
+    assert!(
+        stderr.contains("MCP server `db` (codex)") && stderr.contains("env DATABASE_URL"),
+        "{stderr}"
+    );
+    for file in [".mcp.json", ".codex/config.toml"] {
+        assert!(!project.read(file).contains("pw-SENTINEL"), "{file}");
+    }
+}
+
+#[test]
 fn remove_with_json_lists_what_it_took_out_and_what_it_left() {
     let project = Project::new();
     project.write(

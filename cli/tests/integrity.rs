@@ -123,6 +123,12 @@ fn store_verify_finds_and_repairs_a_file_changed_in_place() {
     ok(&home, &["store", "verify"]);
     let info = ok(&home, &["store", "info", "--json"]);
     assert!(info.contains("\"dedup_ratio\""), "{info}");
+    let text = ok(&home, &["store", "info"]);
+    assert!(text.contains("link mode    auto"), "{text}");
+    assert!(
+        !text.contains('{') && !text.contains("Some(") && !text.contains("Kind"),
+        "plain words, not debug output: {text}"
+    );
 
     // A second project shares the blob; then an editor appends to the first one's staged file.
     let staged = home
@@ -158,16 +164,26 @@ fn no_secret_enters_the_store() {
     std::fs::write(
         home.project.join("agentpack.toml"),
         format!(
-            "name = \"p\"\nversion = \"0.0.1\"\n\n[dependencies]\n\n[mcp.servers.retrieval]\ncommand = \"uvx\"\nargs = [\"mcp-retrieval\"]\nenv = {{ API_KEY = \"{sentinel}\" }}\n\n[mcp.servers.remote]\ntype = \"http\"\nurl = \"https://mcp.example.invalid/mcp\"\nheaders = {{ Authorization = \"Bearer {sentinel}\" }}\n"
+            "name = \"p\"\nversion = \"0.0.1\"\n\n[dependencies]\n\n[mcp.servers.retrieval]\ncommand = \"uvx\"\nargs = [\"mcp-retrieval\"]\nenv = {{ API_KEY = \"{sentinel}\", DATABASE_URL = 'postgres://app:{sentinel}-env@${{DB_HOST}}/app' }}\n\n[mcp.servers.remote]\ntype = \"http\"\nurl = \"https://mcp.example.invalid/mcp\"\nheaders = {{ Authorization = \"Bearer {sentinel}\" }}\n\n[mcp.servers.templated]\ntype = \"http\"\nurl = \"https://mcp.example.invalid/mcp\"\nheaders = {{ Authorization = 'Bearer {sentinel}_TPL_${{TOK}}' }}\n"
         ),
     )
     .unwrap();
     ok(&home, &["sync"]);
     let generation = std::fs::canonicalize(home.staging_root.join("modes/default")).unwrap();
-    assert!(generation
-        .join("plugins/agentpack-bundle/.mcp.json")
-        .is_file());
-    let mut stack = vec![home.agentpack_home.clone()];
+    let mcp =
+        std::fs::read_to_string(generation.join("plugins/agentpack-bundle/.mcp.json")).unwrap();
+    assert!(
+        mcp.contains("${AGENTPACK_MCP_RETRIEVAL_DATABASE_URL}")
+            && mcp.contains("${AGENTPACK_MCP_TEMPLATED_HEADER_AUTHORIZATION}"),
+        "{mcp}"
+    );
+    let files = assert_not_under(&home.agentpack_home, sentinel);
+    assert!(files > 10, "the store was searched ({files} files)");
+}
+
+/// Panics when a regular file under `root` holds `needle`; returns how many files were read.
+fn assert_not_under(root: &Path, needle: &str) -> usize {
+    let mut stack = vec![root.to_path_buf()];
     let mut files = 0;
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
@@ -179,12 +195,203 @@ fn no_secret_enters_the_store() {
                 files += 1;
                 let bytes = std::fs::read(entry.path()).unwrap();
                 assert!(
-                    !String::from_utf8_lossy(&bytes).contains(sentinel),
+                    !String::from_utf8_lossy(&bytes).contains(needle),
                     "the secret is in {}",
                     entry.path().display()
                 );
             }
         }
     }
-    assert!(files > 10, "the store was searched ({files} files)");
+    files
+}
+
+fn write_servers(home: &IsolatedHome, servers: &str) {
+    std::fs::write(
+        home.project.join("agentpack.toml"),
+        format!("name = \"p\"\nversion = \"0.0.1\"\n\n[dependencies]\n\n{servers}"),
+    )
+    .unwrap();
+}
+
+/// The selected generation and its staged Claude Code and OpenCode MCP configs.
+fn staged(home: &IsolatedHome) -> (std::path::PathBuf, String, String) {
+    let generation = std::fs::canonicalize(home.staging_root.join("modes/default")).unwrap();
+    let read = |path: &str| std::fs::read_to_string(generation.join(path)).unwrap();
+    let claude = read("plugins/agentpack-bundle/.mcp.json");
+    let opencode = read("opencode/opencode.json");
+    (generation, claude, opencode)
+}
+
+#[test]
+fn a_changed_mcp_value_selects_a_generation_that_stages_it() {
+    let home = IsolatedHome::new();
+    let server = |token: &str, authorization: &str| {
+        format!("[mcp.servers.svc]\ncommand = \"node\"\nargs = [\"s.js\"]\nenv = {{ TOKEN = '{token}' }}\n\n[mcp.servers.web]\ntype = \"http\"\nurl = \"https://mcp.example.invalid/mcp\"\nheaders = {{ Authorization = '{authorization}' }}\n")
+    };
+    write_servers(&home, &server("${MY_TOKEN}", "Bearer ${TOK}"));
+    ok(&home, &["sync"]);
+    let (first, claude, opencode) = staged(&home);
+    assert!(claude.contains(r#""TOKEN": "${MY_TOKEN}""#), "{claude}");
+    assert!(
+        claude.contains(r#""Authorization": "Bearer ${TOK}""#),
+        "{claude}"
+    );
+    assert!(
+        opencode.contains(r#""TOKEN": "{env:MY_TOKEN}""#),
+        "{opencode}"
+    );
+
+    // A reference becomes a literal secret: staged as the launcher's variable, in a new generation.
+    write_servers(&home, &server("sk-live-123", "Bearer ${TOK}"));
+    ok(&home, &["sync"]);
+    let (second, claude, opencode) = staged(&home);
+    assert_ne!(
+        first, second,
+        "the staged config changed, so must the generation"
+    );
+    assert!(
+        claude.contains(r#""TOKEN": "${AGENTPACK_MCP_SVC_TOKEN}""#),
+        "{claude}"
+    );
+    assert!(
+        opencode.contains(r#""TOKEN": "{env:AGENTPACK_MCP_SVC_TOKEN}""#),
+        "{opencode}"
+    );
+
+    // A store-safe template's text changes.
+    write_servers(&home, &server("sk-live-123", "Token ${TOK}"));
+    ok(&home, &["sync"]);
+    let (third, claude, _) = staged(&home);
+    assert_ne!(second, third);
+    assert!(
+        claude.contains(r#""Authorization": "Token ${TOK}""#),
+        "{claude}"
+    );
+
+    // A secret template: the staged config names the launcher's variable, whatever its text.
+    write_servers(&home, &server("sk-live-123", "Bearer A_${TOK}"));
+    ok(&home, &["sync"]);
+    let (fourth, claude, _) = staged(&home);
+    assert_ne!(third, fourth);
+    assert!(
+        claude.contains(r#""Authorization": "${AGENTPACK_MCP_WEB_HEADER_AUTHORIZATION}""#),
+        "{claude}"
+    );
+    assert!(!claude.contains("A_"), "{claude}");
+
+    // The same inputs select the same generation again.
+    write_servers(&home, &server("${MY_TOKEN}", "Bearer ${TOK}"));
+    ok(&home, &["sync"]);
+    assert_eq!(staged(&home).0, first);
+}
+
+/// A stand-in agent that records the MCP variables it was given and Codex's home `config.toml`.
+const STANDIN: &str = r#"#!/bin/sh
+out="$STANDIN_RECORD/$(basename "$0").txt"
+{
+  env | grep '^AGENTPACK_MCP_' | sort
+  if [ -n "$CODEX_HOME" ]; then cat "$CODEX_HOME/config.toml"; fi
+} > "$out"
+"#;
+
+#[test]
+fn a_secret_template_is_expanded_from_the_environment_at_each_launch() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let home = IsolatedHome::new();
+    let root = home.project.parent().unwrap().to_path_buf();
+    let bin = root.join("bin");
+    let record = root.join("record");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&record).unwrap();
+    for name in ["claude", "codex"] {
+        std::fs::write(bin.join(name), STANDIN).unwrap();
+        std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::create_dir_all(home.home.join(".codex")).unwrap();
+    std::fs::write(home.home.join(".codex/config.toml"), "model = \"gpt-5\"\n").unwrap();
+    write_servers(
+        &home,
+        "[mcp.servers.db]\ncommand = \"node\"\nargs = [\"s.js\"]\nenv = { DATABASE_URL = 'postgres://app:pw-SENTINEL@${DB_HOST}/app' }\n\n[mcp.servers.api]\ntype = \"http\"\nurl = \"https://mcp.example.invalid/mcp\"\nheaders = { Authorization = 'Bearer SENTINEL_TPL_${TOK}' }\n",
+    );
+    let launch = |agent: &str, host: &str| -> String {
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let output = home
+            .command(&assert_cmd::cargo::cargo_bin("agentpack"), None)
+            .env("PATH", path)
+            .env("STANDIN_RECORD", &record)
+            .env("DB_HOST", host)
+            .env("TOK", "t0k")
+            .arg(agent)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{agent}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        std::fs::read_to_string(record.join(format!("{agent}.txt"))).unwrap()
+    };
+    let seen = launch("claude", "db1.internal");
+    assert!(
+        seen.contains("AGENTPACK_MCP_DB_DATABASE_URL=postgres://app:pw-SENTINEL@db1.internal/app"),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("AGENTPACK_MCP_API_HEADER_AUTHORIZATION=Bearer SENTINEL_TPL_t0k"),
+        "{seen}"
+    );
+    // The second launch takes the fast path: the template is expanded again, not frozen.
+    let seen = launch("claude", "db2.internal");
+    assert!(
+        seen.contains("AGENTPACK_MCP_DB_DATABASE_URL=postgres://app:pw-SENTINEL@db2.internal/app"),
+        "{seen}"
+    );
+    let seen = launch("codex", "db3.internal");
+    assert!(
+        seen.contains(r#"DATABASE_URL = "postgres://app:pw-SENTINEL@db3.internal/app""#),
+        "{seen}"
+    );
+    assert!(
+        seen.contains(r#"Authorization = "Bearer SENTINEL_TPL_t0k""#),
+        "{seen}"
+    );
+
+    // A changed secret template keeps the staged config (it names the same variable), and the
+    // next launch gives the agent the new text.
+    let before = staged(&home).0;
+    write_servers(
+        &home,
+        "[mcp.servers.db]\ncommand = \"node\"\nargs = [\"s.js\"]\nenv = { DATABASE_URL = 'postgres://app:pw-SENTINEL@${DB_HOST}/app' }\n\n[mcp.servers.api]\ntype = \"http\"\nurl = \"https://mcp.example.invalid/mcp\"\nheaders = { Authorization = 'Bearer OTHER_SENTINEL_${TOK}' }\n",
+    );
+    let seen = launch("claude", "db4.internal");
+    assert!(
+        seen.contains("AGENTPACK_MCP_API_HEADER_AUTHORIZATION=Bearer OTHER_SENTINEL_t0k"),
+        "{seen}"
+    );
+    assert_eq!(staged(&home).0, before);
+
+    // The launch record (0600, outside the store) keeps the template, not a launch's expansion.
+    let projects = home.agentpack_home.join("projects");
+    let project = std::fs::read_dir(&projects)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    let recorded =
+        std::fs::read_to_string(project.path().join("launch/default-claude.json")).unwrap();
+    assert!(
+        recorded.contains("pw-SENTINEL@${DB_HOST}/app") && !recorded.contains(".internal"),
+        "{recorded}"
+    );
+
+    let (_, claude, _) = staged(&home);
+    assert!(
+        claude.contains(r#""DATABASE_URL": "${AGENTPACK_MCP_DB_DATABASE_URL}""#),
+        "{claude}"
+    );
+    assert_not_under(&home.agentpack_home.join("cache"), "SENTINEL");
 }

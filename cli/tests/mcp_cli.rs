@@ -289,3 +289,231 @@ fn lock_pins_manifest_servers_and_fails_or_records_unpinned_when_the_registry_is
     );
     assert!(lock.contains("allow_unpinned = true"), "{lock}");
 }
+
+fn json_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let kind = entry.file_type().unwrap();
+        if kind.is_dir() {
+            json_files(&entry.path(), out);
+        } else if kind.is_file() && entry.file_name().to_string_lossy().ends_with(".json") {
+            out.push(entry.path());
+        }
+    }
+}
+
+/// The `--spec` argument of the first staged config that starts `server` through `mcp-exec`.
+fn staged_spec(w: &World, server: &str) -> String {
+    let mut files = Vec::new();
+    json_files(&selected_generation(w), &mut files);
+    for file in files {
+        let Ok(value) = serde_json::from_slice::<Value>(&std::fs::read(&file).unwrap()) else {
+            continue;
+        };
+        if let Some(args) = value["mcpServers"][server]["args"].as_array() {
+            if let Some(i) = args.iter().position(|a| a == "--spec") {
+                return args[i + 1].as_str().unwrap().to_owned();
+            }
+        }
+    }
+    panic!("no staged config starts `{server}` through mcp-exec");
+}
+
+fn selected_generation(w: &World) -> PathBuf {
+    std::fs::canonicalize(w.home.staging_root.join("modes/default")).unwrap()
+}
+
+#[test]
+fn gc_keeps_the_tree_a_synced_generation_starts_and_the_generation_does_not_change() {
+    let w = World::new();
+    let out = w.add_demo(&[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spec = staged_spec(&w, "demo");
+    let before = selected_generation(&w);
+
+    let first = w.ok(&["mcp-exec", "--spec", &spec, "--", "one"]);
+    let value: Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(value["argv"], json!(["one"]));
+    w.ok(&["sync"]);
+    assert_eq!(
+        selected_generation(&w),
+        before,
+        "a sync with unchanged inputs built another generation after the first start"
+    );
+    assert_eq!(staged_spec(&w, "demo"), spec);
+
+    w.ok(&["gc"]);
+    let World { home, registry } = w;
+    let downloads = registry.tarball_requests();
+    drop(registry);
+    let again = home
+        .command(&bin(), None)
+        .args(["mcp-exec", "--spec", &spec, "--", "two"])
+        .output()
+        .unwrap();
+    assert!(
+        again.status.success(),
+        "the second start needed the registry after gc:\n{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let value: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(value["argv"], json!(["two"]));
+    assert_eq!(downloads, 2, "one download of each tarball");
+}
+
+fn write(path: &std::path::Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// A project with a path package `pkg` whose `.mcp.json` defines `pkglocal`, and a manifest
+/// server `py` that PyPI runs (recorded unpinned: `lock` cannot change it).
+fn with_package_server(w: &World) {
+    let project = &w.home.project;
+    write(
+        &project.join("pkg/skills/tool/SKILL.md"),
+        "---\nname: tool\ndescription: A skill so the package has content.\n---\nUse the tool.\n",
+    );
+    write(
+        &project.join("pkg/.mcp.json"),
+        r#"{"mcpServers": {"pkglocal": {"command": "node", "args": ["server.js"]}}}"#,
+    );
+    write(
+        &project.join("agentpack.toml"),
+        "name = \"demo\"\nversion = \"0.0.1\"\n\n[dependencies]\n\"pkg\" = { path = \"pkg\" }\n\n[mcp.servers.py]\ncommand = \"uvx\"\nargs = [\"mcp-x\"]\n",
+    );
+}
+
+fn stderr_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn mcp_list_shows_package_servers_with_their_definition_and_a_status_against_it() {
+    let w = World::new();
+    with_package_server(&w);
+    w.ok(&["lock"]);
+    let lock = w.lock();
+    assert_eq!(
+        lock.mcp_server("pkglocal").unwrap().status.as_str(),
+        "unpinnable"
+    );
+    assert_eq!(lock.mcp_server("py").unwrap().status.as_str(), "unpinned");
+    let synced = w.ok(&["sync"]);
+    let warned = stderr_of(&synced);
+    assert!(
+        !warned.contains("agentpack lock"),
+        "a server `lock` cannot change is not advice for `lock`:\n{warned}"
+    );
+
+    // The package's server is edited, and it brings a new one; sync does not record servers.
+    write(
+        &w.home.project.join("pkg/.mcp.json"),
+        r#"{"mcpServers": {"pkglocal": {"command": "node", "args": ["server.js", "--v2"]}, "pkgnew": {"command": "node", "args": ["new.js"]}}}"#,
+    );
+    let synced = w.ok(&["sync"]);
+    let warned = stderr_of(&synced);
+    assert!(
+        warned.contains("pkglocal (edited since it was locked)")
+            && warned.contains("pkgnew (no record)"),
+        "{warned}"
+    );
+    assert!(!warned.contains("py ("), "{warned}");
+
+    let listed = w.ok(&["mcp", "list", "--json"]);
+    let value: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert!(value["schema_version"].is_number(), "{value}");
+    assert!(value["features"].is_array(), "{value}");
+    let by = |name: &str| {
+        value["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("`{name}` is not listed: {value}"))
+            .clone()
+    };
+    let edited = by("pkglocal");
+    assert_eq!(edited["source"], "plugin");
+    assert_eq!(edited["module"], "pkg");
+    assert_eq!(edited["command"], "node");
+    assert_eq!(edited["args"], json!(["server.js", "--v2"]));
+    assert_eq!(edited["lock"], "stale");
+    assert_eq!(edited["record"]["status"], "unpinnable");
+    let new = by("pkgnew");
+    assert_eq!(new["source"], "plugin");
+    assert_eq!(new["lock"], "none");
+    assert!(new["record"].is_null());
+    let py = by("py");
+    assert_eq!(py["source"], "manifest");
+    assert_eq!(py["lock"], "unpinned");
+
+    let text = w.ok(&["mcp", "list"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("pkglocal  [plugin: pkg]"), "{text}");
+    assert!(text.contains("node server.js --v2"), "{text}");
+    assert!(text.contains("pkgnew  [plugin: pkg]"), "{text}");
+    assert!(!text.contains("defined in the package"), "{text}");
+}
+
+#[test]
+fn mcp_add_refuses_a_name_the_overlay_defines_and_remove_says_where_a_server_is_defined() {
+    let w = World::new();
+    with_package_server(&w);
+    w.ok(&["lock"]);
+    write(
+        &w.home.project.join(".agents/mcp.json"),
+        r#"{"mcpServers": {"shadow": {"command": "node", "args": ["overlay.js"]}}}"#,
+    );
+    w.ok(&["sync"]);
+    let before = w.files();
+    let out = w.run(&[
+        "mcp",
+        "add",
+        "shadow",
+        "--command",
+        "node",
+        "--args",
+        "mine.js",
+        "--no-sync",
+    ]);
+    assert!(!out.status.success());
+    let stderr = stderr_of(&out);
+    assert!(
+        stderr.contains(".agents/mcp.json") && stderr.contains("another name"),
+        "{stderr}"
+    );
+    assert_eq!(w.files(), before, "nothing written");
+
+    // A package's server of the same name is overridden by the manifest, and `add` says so.
+    let out = w.ok(&[
+        "mcp",
+        "add",
+        "pkglocal",
+        "--command",
+        "node",
+        "--args",
+        "mine.js",
+        "--no-sync",
+    ]);
+    let stderr = stderr_of(&out);
+    assert!(
+        stderr.contains("overrides the MCP server of the same name in package pkg"),
+        "{stderr}"
+    );
+    w.ok(&["mcp", "remove", "pkglocal", "--no-sync"]);
+
+    let out = w.run(&["mcp", "remove", "shadow", "--no-sync"]);
+    assert!(!out.status.success());
+    let stderr = stderr_of(&out);
+    assert!(stderr.contains("defined in .agents/mcp.json"), "{stderr}");
+    let out = w.run(&["mcp", "remove", "pkglocal", "--no-sync"]);
+    assert!(!out.status.success());
+    let stderr = stderr_of(&out);
+    assert!(stderr.contains("package pkg defines it"), "{stderr}");
+    assert_eq!(w.files().0, before.0);
+}

@@ -621,7 +621,7 @@ pub fn render_generation(
 
     let plugin_paths = vec![
         format!("{}/plugin-roots/", path_text(&options.generation_root)),
-        format!("{}/", path_text(&options.plugin_data_root)),
+        mcp::plugin_data_prefix(&options.plugin_data_root),
     ];
     let context = Context {
         packages: &packages,

@@ -7,8 +7,11 @@
 //! cache_key), the manifest's `[mcp.servers]`, then `./.agents/mcp.json`; later wins.
 //!
 //! It must never put a secret into a staged file: `env` values, header values and the OAuth client
-//! secret are either references to an environment variable (`${VAR}`, kept in the agent's own
-//! syntax) or literal values, which are moved to the plan's [`SecretLayer`] and referenced by name.
+//! secret are staged in their [`StagedValue`] form: a reference to an environment variable
+//! (`${VAR}`) or a template whose text cannot carry a secret (`Bearer ${TOKEN}`) is kept in the
+//! agent's own syntax; anything else (a literal, or a template such as `postgres://app:pw@${HOST}`)
+//! is moved to the plan's [`SecretLayer`] as written and referenced by name, and the launcher
+//! expands a template's references at each launch ([`expand_references`]).
 
 use indexmap::IndexMap;
 use serde_json::{json, Map, Value};
@@ -277,39 +280,171 @@ pub fn localize_plugin_server(server: &mut McpServer, plugin_root: &str, plugin_
     });
 }
 
-/// How one secret-bearing value is staged.
+/// How one secret-bearing value (an `env` value, a header value, an OAuth client secret) is staged:
+/// its store-safe form. Rendering stages exactly this, and the generation digest
+/// ([`staged_form`]) hashes exactly this, so the two cannot disagree. A [`StagedValue::Secret`]
+/// carries nothing of the value: neither its bytes nor a hash of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Staged {
-    /// Not secret (a path we wrote, or a value with nothing but references in it).
+pub enum StagedValue {
+    /// Written as it stands: empty, or a path under the generation's `plugin-roots/` or the
+    /// project's plugin-data directory.
     Plain(String),
-    /// Exactly `${VAR}`.
+    /// Exactly `${VAR}`: a reference in the agent's own syntax.
     Reference(String),
-    /// Text with `${VAR}` references in it (`Bearer ${TOKEN}`).
+    /// `${VAR}` references in text that cannot carry a secret ([`template_is_store_safe`]), such as
+    /// `Bearer ${TOKEN}`: written in the agent's own syntax.
     Template(String),
-    /// A literal value: a secret.
-    Secret(String),
+    /// A literal value, or a template whose text could carry a secret: never staged. The agent
+    /// reads it from `AGENTPACK_MCP_<SERVER>_<KEY>` (or the home layer's `config.toml`), which the
+    /// launcher fills in, expanding a template's `${VAR}` references at each launch.
+    Secret,
 }
 
-fn classify(value: &str, plugin_paths: &[&str]) -> Staged {
+/// The words a store-safe template may contain besides its references, whitespace and
+/// punctuation: the authorization schemes that precede a token.
+pub const TEMPLATE_SCHEME_WORDS: [&str; 4] = ["Bearer", "Basic", "Token", "token"];
+
+/// Whether `value`, once each well-formed `${VAR}` reference is taken out, holds nothing that can
+/// carry a secret: only whitespace, ASCII punctuation and the words of [`TEMPLATE_SCHEME_WORDS`]
+/// (a digit, a letter outside those words, or any other character makes it secret-bearing).
+/// `${VAR:-default}` and other non-references count as text, so their default is covered too.
+pub fn template_is_store_safe(value: &str) -> bool {
+    let mut literal = String::new();
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        literal.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find('}') {
+            Some(end) if is_var_name(&after[..end]) => {
+                literal.push(' ');
+                rest = &after[end + 1..];
+            }
+            _ => {
+                literal.push_str("${");
+                rest = after;
+            }
+        }
+    }
+    literal.push_str(rest);
+    literal
+        .split(|c: char| c.is_whitespace() || c.is_ascii_punctuation())
+        .filter(|word| !word.is_empty())
+        .all(|word| TEMPLATE_SCHEME_WORDS.contains(&word))
+}
+
+/// The store-safe form of one secret-bearing value. `plugin_paths` are the path prefixes this
+/// generation writes itself (see [`plugin_data_prefix`]).
+pub fn staged_value(value: &str, plugin_paths: &[&str]) -> StagedValue {
     if let Some(name) = value.strip_prefix("${").and_then(|v| v.strip_suffix('}')) {
         if is_var_name(name) {
-            return Staged::Reference(name.to_string());
+            return StagedValue::Reference(name.to_string());
         }
     }
     if value.contains("${") {
-        return Staged::Template(value.to_string());
+        return if template_is_store_safe(value) {
+            StagedValue::Template(value.to_string())
+        } else {
+            StagedValue::Secret
+        };
     }
-    if !plugin_paths.is_empty()
-        && plugin_paths
+    if value.is_empty()
+        || plugin_paths
             .iter()
             .any(|p| !p.is_empty() && value.starts_with(p))
     {
-        return Staged::Plain(value.to_string());
+        return StagedValue::Plain(value.to_string());
     }
-    if value.is_empty() {
-        return Staged::Plain(String::new());
+    StagedValue::Secret
+}
+
+/// The prefix of the project's plugin-data directories, which a value may name without being a
+/// secret (it is a path agentpack chose).
+pub fn plugin_data_prefix(plugin_data_root: &std::path::Path) -> String {
+    format!("{}/", crate::path_text(plugin_data_root))
+}
+
+fn staged_json(value: &str, plugin_paths: &[&str]) -> Value {
+    match staged_value(value, plugin_paths) {
+        StagedValue::Plain(text) => json!(["plain", text]),
+        StagedValue::Reference(name) => json!(["reference", name]),
+        StagedValue::Template(text) => json!(["template", text]),
+        StagedValue::Secret => json!(["secret"]),
     }
-    Staged::Secret(value.to_string())
+}
+
+/// Everything rendering writes into the store about a `[mcp.servers]` entry, for the generation
+/// digest: the server as written, with each `env` value, header value and OAuth client secret in
+/// its [`StagedValue`] form (a secret only as the fact that it is one). `plugin_data_root` is the
+/// generation's; the generation's own `plugin-roots/` cannot be named here, and a manifest value
+/// cannot name it either (its path is the hash of this very form).
+pub fn staged_form(server: &McpServer, plugin_data_root: &std::path::Path) -> Value {
+    let prefix = plugin_data_prefix(plugin_data_root);
+    let paths = [prefix.as_str()];
+    let pairs = |map: &IndexMap<String, String>| -> Vec<Value> {
+        map.iter()
+            .map(|(key, value)| json!([key, staged_json(value, &paths)]))
+            .collect()
+    };
+    json!({
+        "type": server.server_type,
+        "command": server.command,
+        "args": server.args,
+        "env": pairs(&server.env),
+        "url": server.url,
+        "disabled": server.disabled,
+        "headers": pairs(&server.headers),
+        "cwd": server.cwd,
+        "oauth": server.oauth.as_ref().map(|oauth| json!({
+            "client_id": oauth.client_id,
+            "client_secret": oauth.client_secret.as_deref().map(|s| staged_json(s, &paths)),
+            "callback_port": oauth.callback_port,
+            "scopes": oauth.scopes,
+            "metadata_url": oauth.metadata_url,
+        })),
+    })
+}
+
+/// Expands the `${VAR}` and `${VAR:-default}` references of a secret template from `lookup` (the
+/// launching environment), as a shell would: an unset variable becomes empty (its default when it
+/// has one, also when it is set but empty). Returns the text and the variables that were unset
+/// without a default. Text that is not a reference stays as written.
+pub fn expand_references(
+    text: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> (String, Vec<String>) {
+    let mut out = String::new();
+    let mut unset = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            out.push_str("${");
+            rest = after;
+            continue;
+        };
+        let inner = &after[..end];
+        let (name, default) = match inner.split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (inner, None),
+        };
+        if !is_var_name(name) {
+            out.push_str("${");
+            rest = after;
+            continue;
+        }
+        match (
+            lookup(name).filter(|v| !v.is_empty() || default.is_none()),
+            default,
+        ) {
+            (Some(value), _) => out.push_str(&value),
+            (None, Some(default)) => out.push_str(default),
+            (None, None) => unset.push(name.to_string()),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    (out, unset)
 }
 
 fn is_var_name(name: &str) -> bool {
@@ -385,12 +520,15 @@ impl Ctx<'_> {
 
     /// A value in an agent that interpolates environment variables.
     fn interpolated(&mut self, value: &str, what: &str) -> String {
-        match classify(value, &self.plugin_paths) {
-            Staged::Plain(v) => v,
-            Staged::Reference(_) | Staged::Template(_) => reference_syntax(self.agent, value),
-            Staged::Secret(secret) => {
+        match staged_value(value, &self.plugin_paths) {
+            StagedValue::Plain(v) => v,
+            StagedValue::Reference(_) | StagedValue::Template(_) => {
+                reference_syntax(self.agent, value)
+            }
+            StagedValue::Secret => {
+                // A secret template is kept as written: the launcher expands it at each launch.
                 let var = secret_var(self.name, what);
-                self.secrets.env.insert(var.clone(), secret);
+                self.secrets.env.insert(var.clone(), value.to_string());
                 reference_syntax(self.agent, &format!("${{{var}}}"))
             }
         }
@@ -685,17 +823,19 @@ pub fn render_toml_servers(
             let mut env_secret = toml::Table::new();
             let mut env_vars = Vec::new();
             for (key, value) in &server.env {
-                match classify(value, plugin_paths) {
-                    Staged::Plain(v) => {
+                match staged_value(value, plugin_paths) {
+                    StagedValue::Plain(v) => {
                         env.insert(key.clone(), v.into());
                     }
-                    Staged::Reference(var) if var == *key => env_vars.push(toml::Value::from(var)),
-                    Staged::Reference(_) | Staged::Template(_) => warn(format!(
+                    StagedValue::Reference(var) if var == *key => {
+                        env_vars.push(toml::Value::from(var))
+                    }
+                    StagedValue::Reference(_) | StagedValue::Template(_) => warn(format!(
                         "env `{key}` reads another variable, which {} cannot rename; left out",
                         agent.display_name()
                     )),
-                    Staged::Secret(v) => {
-                        env_secret.insert(key.clone(), v.into());
+                    StagedValue::Secret => {
+                        env_secret.insert(key.clone(), value.clone().into());
                     }
                 }
             }
@@ -713,14 +853,14 @@ pub fn render_toml_servers(
         let mut env_headers = toml::Table::new();
         let mut secret_headers = toml::Table::new();
         for (key, value) in &server.headers {
-            match classify(value, plugin_paths) {
-                Staged::Plain(v) => {
+            match staged_value(value, plugin_paths) {
+                StagedValue::Plain(v) => {
                     headers.insert(key.clone(), v.into());
                 }
-                Staged::Reference(var) => {
+                StagedValue::Reference(var) => {
                     env_headers.insert(key.clone(), var.into());
                 }
-                Staged::Template(text) => {
+                StagedValue::Template(text) => {
                     let bearer = text
                         .strip_prefix("Bearer ${")
                         .and_then(|v| v.strip_suffix('}'))
@@ -735,8 +875,8 @@ pub fn render_toml_servers(
                         )),
                     }
                 }
-                Staged::Secret(v) => {
-                    secret_headers.insert(key.clone(), v.into());
+                StagedValue::Secret => {
+                    secret_headers.insert(key.clone(), value.clone().into());
                 }
             }
         }
@@ -888,6 +1028,89 @@ mod tests {
             "Bearer {env:T} ${x-y}"
         );
         assert_eq!(reference_syntax(Agent::Claude, "${T}"), "${T}");
+    }
+
+    #[test]
+    fn templates_are_store_safe_only_when_their_text_cannot_carry_a_secret() {
+        for safe in [
+            "Bearer ${TOKEN}",
+            "Basic ${CREDS}",
+            "token ${T}",
+            "Token\t${T}",
+            "${USER}:${PASS}",
+            "${A},${B}; ${C}",
+            "${A}${B}",
+        ] {
+            assert!(template_is_store_safe(safe), "{safe}");
+            assert_eq!(
+                staged_value(safe, &[]),
+                StagedValue::Template(safe.to_string())
+            );
+        }
+        for secret in [
+            "postgres://app:pw@${DB_HOST}/app",
+            "Bearer sk-1_${T}",
+            "Bearer ${T} 123",
+            "${T:-sk-live}",
+            "${not-a-name}",
+            "bearer ${T}",
+            "Bearerx ${T}",
+            "pw\u{e9}${T}",
+        ] {
+            assert!(!template_is_store_safe(secret), "{secret}");
+            assert_eq!(staged_value(secret, &[]), StagedValue::Secret, "{secret}");
+        }
+        assert_eq!(
+            staged_value("${T}", &[]),
+            StagedValue::Reference("T".into())
+        );
+        assert_eq!(staged_value("sk-live", &[]), StagedValue::Secret);
+        assert_eq!(staged_value("", &[]), StagedValue::Plain(String::new()));
+        assert_eq!(
+            staged_value("/data/m/db", &["/data/"]),
+            StagedValue::Plain("/data/m/db".into())
+        );
+    }
+
+    #[test]
+    fn references_expand_like_a_shell() {
+        let lookup = |name: &str| match name {
+            "HOST" => Some("db.internal".to_string()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        };
+        let (text, unset) = expand_references(
+            "a@${HOST}/${MISSING}-${EMPTY}-${EMPTY:-d}-${MISSING:-x}-${bad-name}-${open",
+            &lookup,
+        );
+        assert_eq!(text, "a@db.internal/--d-x-${bad-name}-${open");
+        assert_eq!(unset, vec!["MISSING".to_string()]);
+        assert_eq!(expand_references("sk-live", &lookup).0, "sk-live");
+    }
+
+    #[test]
+    fn the_staged_form_holds_no_secret_and_changes_with_what_is_staged() {
+        let server = |value: &str| McpServer {
+            command: Some("node".into()),
+            env: [("TOKEN".to_string(), value.to_string())]
+                .into_iter()
+                .collect(),
+            headers: [("Authorization".to_string(), format!("Bearer {value}"))]
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        };
+        let root = std::path::Path::new("/data");
+        let form = |value: &str| staged_form(&server(value), root).to_string();
+        assert!(!form("sk-live-123").contains("sk-live-123"));
+        assert!(!form("pw-1${HOST}").contains("pw-1"));
+        // A literal secret's bytes do not matter; its kind, a reference's name and a store-safe
+        // template's text do.
+        assert_eq!(form("sk-live-123"), form("sk-live-456"));
+        assert_ne!(form("sk-live-123"), form("${MY_TOKEN}"));
+        assert_ne!(form("${MY_TOKEN}"), form("${OTHER}"));
+        assert_ne!(form("${A}"), form("${A}:${B}"));
+        assert_eq!(form("pw-1${HOST}"), form("sk-live-123"));
     }
 
     #[test]

@@ -82,6 +82,11 @@ pub enum PlanEntry {
 
 /// Values that must not enter the store, for one agent. The launcher writes them into the
 /// per-user home layer (0600) or exports them into the agent's environment.
+///
+/// Values are kept as the definition wrote them: a secret template (`postgres://app:pw@${HOST}`)
+/// still holds its `${VAR}` references, which the launcher expands from its own environment at
+/// each launch ([`SecretLayer::expanded`]), so a recorded layer never freezes them. A literal
+/// value has no `${` in it (that would make it a template), so expanding leaves it unchanged.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SecretLayer {
     /// Variables the launcher sets in the agent's environment; the staged config references them
@@ -96,6 +101,50 @@ impl SecretLayer {
     /// True when there is nothing secret to write.
     pub fn is_empty(&self) -> bool {
         self.env.is_empty() && self.config_toml.as_ref().is_none_or(|t| t.is_empty())
+    }
+
+    /// The layer with every `${VAR}` / `${VAR:-default}` reference expanded from `lookup` (the
+    /// launching environment), as [`crate::mcp::expand_references`] does. A variable that is unset
+    /// becomes empty, as in a shell; each one gives a warning naming where it is read and the
+    /// variable, never a value.
+    pub fn expanded(&self, lookup: &dyn Fn(&str) -> Option<String>) -> (SecretLayer, Vec<String>) {
+        let mut warnings = Vec::new();
+        let mut expand = |place: &str, text: &str| {
+            let (value, unset) = crate::mcp::expand_references(text, lookup);
+            for var in unset {
+                warnings.push(format!(
+                    "MCP value {place} reads `{var}`, which is not set; it is expanded as empty (set {var} before launching, or write `${{{var}:-default}}`)"
+                ));
+            }
+            value
+        };
+        let env = self
+            .env
+            .iter()
+            .map(|(name, value)| (name.clone(), expand(name, value)))
+            .collect();
+        let config_toml = self.config_toml.as_ref().map(|table| {
+            let mut table = table.clone();
+            expand_table(&mut table, "", &mut expand);
+            table
+        });
+        (SecretLayer { env, config_toml }, warnings)
+    }
+}
+
+/// Expands every string of `table` (recursively) with `expand(dotted key, text)`.
+fn expand_table(
+    table: &mut toml::Table,
+    prefix: &str,
+    expand: &mut dyn FnMut(&str, &str) -> String,
+) {
+    for (key, value) in table.iter_mut() {
+        let place = format!("{prefix}{key}");
+        match value {
+            toml::Value::String(text) => *text = expand(&place, text),
+            toml::Value::Table(inner) => expand_table(inner, &format!("{place}."), expand),
+            _ => {}
+        }
     }
 }
 

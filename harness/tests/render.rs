@@ -394,6 +394,178 @@ fn secrets_never_enter_a_plan_entry() {
     assert!(found_in_secrets.contains(&(Agent::OpenCode, "SENTINEL-oauth-secret")));
 }
 
+/// The text of a generated entry.
+fn entry_text(entries: &BTreeMap<String, PlanEntry>, path: &str) -> String {
+    match &entries[path] {
+        PlanEntry::Bytes(bytes) => String::from_utf8(bytes.clone()).unwrap(),
+        other => panic!("{path}: {other:?}"),
+    }
+}
+
+#[test]
+fn a_secret_inside_a_template_never_enters_a_plan_entry() {
+    let fx = fixture();
+    let mut stage = inputs(&fx.root);
+    let url_template = "postgres://app:pw-TPLSENTINEL@${DB_HOST}/app";
+    let header_template = "Bearer TPLSENTINEL_${TOK}";
+    stage.mcp_servers.insert(
+        "db".to_string(),
+        McpServer {
+            command: Some("node".into()),
+            args: vec!["s.js".into()],
+            env: [
+                ("DATABASE_URL".to_string(), url_template.to_string()),
+                ("USER_PASS".to_string(), "${DB_USER}:${DB_PASS}".to_string()),
+            ]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        },
+    );
+    stage.mcp_servers.insert(
+        "tpl-api".to_string(),
+        McpServer {
+            url: Some("https://api.example.invalid/mcp".into()),
+            headers: [
+                ("Authorization".to_string(), header_template.to_string()),
+                ("X-Auth".to_string(), "Token ${TOK}".to_string()),
+            ]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        },
+    );
+    let plan = render_generation(&stage, &Agent::ALL).unwrap();
+    let mut entries = plan.shared.entries.iter().collect::<Vec<_>>();
+    for agent_plan in plan.agents.values() {
+        entries.extend(agent_plan.entries.iter());
+        for message in agent_plan.warnings.iter().chain(&agent_plan.info) {
+            assert!(!message.contains("TPLSENTINEL"), "{message}");
+        }
+    }
+    for (path, entry) in entries {
+        let text = match entry {
+            PlanEntry::Bytes(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+            PlanEntry::Symlink(target) => target.display().to_string(),
+            PlanEntry::FromFile { source, .. } => {
+                fs_err::read_to_string(source).unwrap_or_default()
+            }
+        };
+        assert!(
+            !text.contains("TPLSENTINEL"),
+            "a template secret is in {path}"
+        );
+    }
+
+    // Staged as references to the launcher's variables; the secret layer keeps the template as
+    // written, and expanding it reads the launching environment.
+    let claude = &plan.agents[&Agent::Claude];
+    let mcp = entry_text(&claude.entries, "plugins/agentpack-bundle/.mcp.json");
+    assert!(
+        mcp.contains(r#""DATABASE_URL": "${AGENTPACK_MCP_DB_DATABASE_URL}""#),
+        "{mcp}"
+    );
+    assert!(
+        mcp.contains(r#""Authorization": "${AGENTPACK_MCP_TPL_API_HEADER_AUTHORIZATION}""#),
+        "{mcp}"
+    );
+    // Text that cannot carry a secret stays as written: separators between references, and an
+    // authorization scheme before one.
+    assert!(
+        mcp.contains(r#""USER_PASS": "${DB_USER}:${DB_PASS}""#),
+        "{mcp}"
+    );
+    assert!(mcp.contains(r#""X-Auth": "Token ${TOK}""#), "{mcp}");
+    assert_eq!(
+        claude.secrets.env["AGENTPACK_MCP_DB_DATABASE_URL"],
+        url_template
+    );
+    let lookup = |name: &str| (name == "DB_HOST").then(|| "db.internal".to_string());
+    let (expanded, warnings) = claude.secrets.expanded(&lookup);
+    assert_eq!(
+        expanded.env["AGENTPACK_MCP_DB_DATABASE_URL"],
+        "postgres://app:pw-TPLSENTINEL@db.internal/app"
+    );
+    assert_eq!(
+        expanded.env["AGENTPACK_MCP_TPL_API_HEADER_AUTHORIZATION"],
+        "Bearer TPLSENTINEL_"
+    );
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("`TOK`") && !warnings[0].contains("TPLSENTINEL"),
+        "{warnings:?}"
+    );
+
+    let cursor = entry_text(
+        &plan.agents[&Agent::Cursor].entries,
+        "cursor/agentpack-bundle/mcp.json",
+    );
+    assert!(
+        cursor.contains(r#""DATABASE_URL": "${env:AGENTPACK_MCP_DB_DATABASE_URL}""#),
+        "{cursor}"
+    );
+    assert!(
+        cursor.contains(r#""X-Auth": "Token ${env:TOK}""#),
+        "{cursor}"
+    );
+    let opencode = &plan.agents[&Agent::OpenCode];
+    let opencode_json = opencode
+        .entries
+        .iter()
+        .find(|(path, _)| path.ends_with("opencode.json"))
+        .map(|(path, _)| entry_text(&opencode.entries, path))
+        .unwrap();
+    assert!(
+        opencode_json.contains(r#""DATABASE_URL": "{env:AGENTPACK_MCP_DB_DATABASE_URL}""#),
+        "{opencode_json}"
+    );
+    // Codex and Grok: in the home layer's config.toml, as written (expanded at launch).
+    for agent in [Agent::Codex, Agent::Grok] {
+        let layer = plan.agents[&agent].secrets.config_toml.clone().unwrap();
+        let servers = layer["mcp_servers"].as_table().unwrap();
+        assert_eq!(
+            servers["db"]["env"]["DATABASE_URL"].as_str(),
+            Some(url_template),
+            "{agent}"
+        );
+        assert_eq!(
+            servers["tpl-api"]["http_headers"]["Authorization"].as_str(),
+            Some(header_template),
+            "{agent}"
+        );
+    }
+}
+
+#[test]
+fn a_bearer_template_header_stays_as_written() {
+    let fx = fixture();
+    let mut stage = inputs(&fx.root);
+    stage.mcp_servers.insert(
+        "bearer-api".to_string(),
+        McpServer {
+            url: Some("https://api.example.invalid/mcp".into()),
+            headers: [("Authorization".to_string(), "Bearer ${TOK}".to_string())]
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        },
+    );
+    let plan = render_generation(&stage, &Agent::ALL).unwrap();
+    let claude = &plan.agents[&Agent::Claude];
+    let mcp = entry_text(&claude.entries, "plugins/agentpack-bundle/.mcp.json");
+    assert!(mcp.contains(r#""Authorization": "Bearer ${TOK}""#), "{mcp}");
+    assert!(!claude
+        .secrets
+        .env
+        .keys()
+        .any(|name| name.starts_with("AGENTPACK_MCP_BEARER_API")));
+    let codex = entry_text(
+        &plan.agents[&Agent::Codex].entries,
+        "codex-home/config.toml",
+    );
+    assert!(codex.contains("bearer_token_env_var = \"TOK\""), "{codex}");
+}
+
 #[test]
 fn unchanged_files_are_linked_not_copied() {
     let fx = fixture();

@@ -2,9 +2,9 @@
 //!
 //! A generation is a pure function of its inputs: the locked packages (by store path, which names
 //! their content), the mode, the `./.agents/` overlay content, the manifest's MCP servers (secret
-//! values excluded: staged configs reference them by name), the lock's MCP launches, the toggles that
-//! change rendering and the renderer's version. [`GenerationInputs::digest`] encodes exactly those; the
-//! store path is named by its hash, so a sync whose inputs did not change finds the generation already
+//! values by their staged form only), the lock's MCP launches, the toggles that change rendering
+//! and the renderer's version. [`GenerationInputs::digest`] encodes exactly those; the store path
+//! is named by its hash, so a sync whose inputs did not change finds the generation already
 //! published and renders nothing ([`build_generation`] returns `reused`).
 //!
 //! The generation's final path is known before it is built, so rendered content (hooks, plugin-root
@@ -28,7 +28,8 @@ use agentpack_store::{PlannedFile, Source, Store, StoreError, StorePath, StorePa
 use indexmap::IndexMap;
 
 /// Bumped whenever rendering changes in a way the crate versions do not capture.
-const GENERATION_FORMAT: &str = "agentpack-generation-v2"; // v2: Codex hook specs in codex-home
+// v2: Codex hook specs in codex-home; v3: MCP values by their staged form, secret templates.
+const GENERATION_FORMAT: &str = "agentpack-generation-v3";
 
 /// The file inside every generation that records what rendering reported, so a reused generation
 /// can say it again.
@@ -96,8 +97,11 @@ pub enum GenerationError {
 }
 
 impl GenerationInputs {
-    /// The canonical encoding of every input, one JSON value per line. Secret values (server `env`,
-    /// `headers` and OAuth client secrets) are represented by their names only.
+    /// The canonical encoding of every input, one JSON value per line. A manifest server is encoded
+    /// as what rendering writes of it (`harness::mcp::staged_form`): each `env` value, header value
+    /// and OAuth client secret in its staged form (a reference's name, a store-safe template's text,
+    /// or only the fact that it is a secret: never a secret's bytes nor a hash of them, so a
+    /// generation's name cannot be used to test guesses of a secret).
     pub fn digest(&self) -> Vec<u8> {
         let mut lines: Vec<serde_json::Value> = vec![
             serde_json::json!([
@@ -130,21 +134,7 @@ impl GenerationInputs {
             lines.push(serde_json::json!([
                 "mcp",
                 name,
-                server.server_type,
-                server.command,
-                server.args,
-                server.env.keys().collect::<Vec<_>>(),
-                server.url,
-                server.disabled,
-                server.headers.keys().collect::<Vec<_>>(),
-                server.cwd,
-                server.oauth.as_ref().map(|oauth| serde_json::json!([
-                    oauth.client_id,
-                    oauth.client_secret.is_some(),
-                    oauth.callback_port,
-                    oauth.scopes,
-                    oauth.metadata_url
-                ]))
+                agentpack_harness::mcp::staged_form(server, &self.plugin_data_root)
             ]));
         }
         for (name, launch) in &self.mcp_launch {
@@ -319,4 +309,83 @@ fn planned(path: &str, entry: &PlanEntry) -> PlannedFile {
 fn dedup_keep_order(lines: &mut Vec<String>) {
     let mut seen = std::collections::HashSet::new();
     lines.retain(|line| seen.insert(line.clone()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentpack_harness::ModeBase;
+
+    fn inputs(env: &[(&str, &str)], headers: &[(&str, &str)]) -> GenerationInputs {
+        let server = McpServer {
+            command: Some("node".into()),
+            args: vec!["s.js".into()],
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        };
+        GenerationInputs {
+            mode_name: "default".into(),
+            mode_dir: "default".into(),
+            mode: ModeFilter::new(ModeBase::All, &[], &[]).unwrap(),
+            mode_selectors: Vec::new(),
+            packages: Vec::new(),
+            overlay: None,
+            mcp_servers: [("svc".to_string(), server)].into_iter().collect(),
+            mcp_launch: BTreeMap::new(),
+            keep_attribution: false,
+            yolo: false,
+            agentpack_exe: PathBuf::from("/bin/agentpack"),
+            plugin_data_root: PathBuf::from("/home/u/.agentpack/projects/p/plugin-data"),
+            extra_references: Vec::new(),
+        }
+    }
+
+    fn name(env: &[(&str, &str)], headers: &[(&str, &str)]) -> String {
+        inputs(env, headers).store_path_name().as_str().to_owned()
+    }
+
+    #[test]
+    fn the_digest_follows_what_is_staged_and_holds_no_secret() {
+        // What rendering writes differs, so the generation differs.
+        assert_ne!(
+            name(&[("TOKEN", "${MY_TOKEN}")], &[]),
+            name(&[("TOKEN", "sk-live-123")], &[])
+        );
+        assert_ne!(
+            name(&[("TOKEN", "${MY_TOKEN}")], &[]),
+            name(&[("TOKEN", "${OTHER_TOKEN}")], &[])
+        );
+        assert_ne!(
+            name(&[], &[("Authorization", "Bearer ${TOK}")]),
+            name(&[], &[("Authorization", "Token ${TOK}")])
+        );
+        assert_ne!(
+            name(&[], &[("Authorization", "Bearer A_${TOK}")]),
+            name(&[], &[("Authorization", "Bearer ${TOK}")])
+        );
+        // A secret (a literal, or a template whose text may hold one) is staged as a reference to
+        // the launcher's variable whatever its bytes: its bytes never reach the name.
+        assert_eq!(
+            name(&[("TOKEN", "sk-live-123")], &[]),
+            name(&[("TOKEN", "sk-live-456")], &[])
+        );
+        assert_eq!(
+            name(&[], &[("Authorization", "Bearer A_${TOK}")]),
+            name(&[], &[("Authorization", "Bearer B_${TOK}")])
+        );
+        let digest = inputs(
+            &[("URL", "postgres://app:pw-SENTINEL@${DB_HOST}/app")],
+            &[("Authorization", "Bearer SENTINEL2_${TOK}")],
+        )
+        .digest();
+        let text = String::from_utf8(digest).unwrap();
+        assert!(!text.contains("SENTINEL"), "{text}");
+    }
 }

@@ -3,10 +3,14 @@
 //!
 //! Layout: the unpacked tree is an ordinary content-addressed store path (`node_modules/...`
 //! inside), and `$AGENTPACK_HOME/cache/npm-trees/<tree digest hex>` is a symlink to it, which finds
-//! it again but does not keep it: GC keeps a tree while a running server holds a lease on it (taken
-//! by `mcp-exec` for its own pid, which stays the server's after `exec`) or while a generation
-//! references the exec spec that references it ([`existing_tree`]). An unreferenced tree is
-//! collected and downloaded again, verified, by the next start.
+//! it again but does not keep it. Its **root** is a small input-addressed store path whose name
+//! follows from the lock alone ([`tree_root_name`]: tree digest and platform) and which references
+//! the tree. Sync references the root by that name from the exec spec before any start has
+//! published it (a reference to a name not published yet is harmless), so a generation's identity
+//! never depends on whether a tree was already downloaded, and from the first start on GC keeps
+//! the tree while any generation references the spec. A running server's lease (taken by
+//! `mcp-exec` for its own pid, which stays the server's after `exec`) keeps it too. An
+//! unreferenced tree is collected and downloaded again, verified, by the next start.
 //!
 //! It must never write a byte of a tarball whose integrity differs from the lock (every tarball is
 //! checked before anything is unpacked), never unpack outside the package's directory (no `..`,
@@ -19,7 +23,7 @@
 use std::io::Read as _;
 use std::path::{Component, Path, PathBuf};
 
-use agentpack_store::{Store, StoreError, StorePath};
+use agentpack_store::{Store, StoreError, StorePath, StorePathName};
 use rayon::prelude::*;
 
 use super::exec_spec::{ExecSpec, ExecTreeEntry};
@@ -97,6 +101,36 @@ pub fn existing_tree(store: &Store, tree_digest: &str) -> Option<StorePath> {
     store.store_path_of(&tree_pointer(store, tree_digest))
 }
 
+/// What the name of a tree root is derived from; bump it when the unpacked layout changes.
+const TREE_ROOT_FORMAT: &str = "agentpack-npm-tree-root-v1";
+/// The file of a tree root naming the tree it references.
+pub const TREE_ROOT_FILE: &str = "npm-tree";
+
+/// The name of the tree root of `spec` on this platform: known from the lock alone, before any
+/// start has downloaded the tree (optional packages of other platforms are left out of a tree, so
+/// the platform is part of it).
+pub fn tree_root_name(spec: &ExecSpec) -> StorePathName {
+    let (os, cpu) = node_platform();
+    let inputs = format!("{TREE_ROOT_FORMAT}\0{}\0{os}\0{cpu}", spec.tree_digest);
+    let label = format!(
+        "npm-tree-root-{}-{}",
+        spec.package.replace('/', "-"),
+        spec.version
+    );
+    StorePathName::from_inputs(inputs.as_bytes(), &label)
+}
+
+/// Publishes the tree root of `spec` referencing `tree` (nothing to do when it exists).
+fn ensure_tree_root(store: &Store, spec: &ExecSpec, tree: &StorePath) -> Result<(), StoreError> {
+    let name = tree_root_name(spec);
+    let tree_name = tree.name().to_string();
+    store.publish_built(&name, std::slice::from_ref(tree), |dir, _| {
+        std::fs::write(dir.join(TREE_ROOT_FILE), format!("{tree_name}\n"))?;
+        Ok(())
+    })?;
+    Ok(())
+}
+
 /// The cheap check of a later start: every file the store recorded is still there with its size
 /// and every directory exists.
 pub fn tree_looks_intact(store: &Store, tree: &StorePath) -> bool {
@@ -137,6 +171,7 @@ pub fn ensure_tree(
     if let Some(tree) = &existing {
         if tree_looks_intact(store, tree) {
             store.add_temp_root(tree)?;
+            ensure_tree_root(store, spec, tree)?;
             return Ok(ReadyTree {
                 tree: tree.clone(),
                 downloaded: false,
@@ -194,6 +229,7 @@ pub fn ensure_tree(
     } else {
         store.publish_tree(work.path(), &label, None)?
     };
+    ensure_tree_root(store, spec, &tree)?;
     point_at(&pointer, tree.path())?;
     Ok(ReadyTree {
         tree,

@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use agentpack_harness::home_layer::{self, HomeLayerRequest, UserEnv};
 use agentpack_harness::launch::{self, fingerprint, LaunchRequest, SecretRecord};
 use agentpack_harness::{Agent, SecretLayer};
-use agentpack_store::{LeaseOptions, Store, StoreOptions};
+use agentpack_store::{LeaseOptions, Store};
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
@@ -72,11 +72,9 @@ pub fn run(ctx: &Context, agent: Agent, args: &LaunchArgs) -> Result<ExitCode> {
     };
     let generation = staged.generation.clone();
 
-    let store = Store::open(
-        &staged.agentpack_home.join("cache"),
-        StoreOptions::default(),
-    )
-    .context("cannot open the store to take a lease on the generation")?;
+    // The same store options as every command (host id, link mode, local index).
+    let store = crate::session::open_store(&Home::from_env()?)
+        .context("cannot open the store to take a lease on the generation")?;
     let store_path = store.store_path_of(&generation);
     let lease = match &store_path {
         Some(path) => {
@@ -119,7 +117,7 @@ fn launch_with_lease(
 ) -> Result<i32> {
     let workspace = ctx.workspace.clone().unwrap_or_else(|| ctx.cwd.clone());
     let user = user_env()?;
-    let no_secrets = SecretLayer::default();
+    let secrets = expanded_secrets(staged, agent);
     let staging_override = env::var(EnvVars::AGENTPACK_STAGING_ROOT).map(PathBuf::from);
     let keychain = cfg!(target_os = "macos").then(|| home_layer::SecurityCli {
         program: "/usr/bin/security".into(),
@@ -134,7 +132,7 @@ fn launch_with_lease(
         staging_root_override: staging_override.as_deref(),
         state_dir: &staged.state_dir,
         user: &user,
-        secrets: staged.secrets.get(&agent).unwrap_or(&no_secrets),
+        secrets: &secrets,
         keep_attribution: env::flag(EnvVars::AGENTPACK_KEEP_ATTRIBUTION),
         yolo: ctx.yolo,
         workspace: &workspace,
@@ -190,6 +188,21 @@ fn launch_with_lease(
     Ok(code)
 }
 
+/// The agent's secret layer for this launch: the recorded layer keeps secret templates as
+/// written, and their `${VAR}` references are expanded here, from the launching environment, at
+/// every launch. Warns (before the agent starts) for each variable that is not set.
+fn expanded_secrets(staged: &Staged, agent: Agent) -> SecretLayer {
+    let Some(layer) = staged.secrets.get(&agent) else {
+        return SecretLayer::default();
+    };
+    let lookup = |name: &str| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned());
+    let (expanded, warnings) = layer.expanded(&lookup);
+    for warning in &warnings {
+        output::warn(warning);
+    }
+    expanded
+}
+
 fn user_env() -> Result<UserEnv> {
     let home = env::var(EnvVars::HOME)
         .map(PathBuf::from)
@@ -220,7 +233,8 @@ struct FastPathRecord {
     pointer: PathBuf,
     generation: PathBuf,
     state_dir: PathBuf,
-    /// The agent's secret layer (this file is 0600, outside the store).
+    /// The agent's secret layer (this file is 0600, outside the store), as rendering left it:
+    /// secret templates keep their `${VAR}` references, expanded at each launch.
     secrets: SecretRecord,
 }
 

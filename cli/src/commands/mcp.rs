@@ -3,24 +3,33 @@
 //! `add` and `remove` are transactions over `agentpack.toml` and `pack.lock`: the record is computed
 //! first (an npm server is resolved against its registry; an unreachable registry fails unless
 //! `--allow-unpinned`, and nothing is written), then `lock::apply_manifest_edit` re-locks, writes both
-//! files and syncs unless `--no-sync`, putting both files back if any step fails. `list` reads only.
+//! files and syncs unless `--no-sync`, putting both files back if any step fails. `add` refuses a
+//! name `./.agents/mcp.json` defines (merged last, it would shadow the added server). `list` reads
+//! only: the servers the generation merges, each with its lock status against its definition.
 //! Nothing here prints an env value, a header or an OAuth setting.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use agentpack_builders::generation::{merged_mcp_servers, GenerationInputs, LockedPackageInput};
 use agentpack_builders::mcp_lock::{self, definition_digest, McpLockOptions};
-use agentpack_harness::mcp::{parse_servers, McpSource};
-use agentpack_harness::MergedServer;
-use agentpack_lockfile::{Lockfile, ManifestDocument, McpRecord, McpServer, McpStatus};
+use agentpack_builders::package_store::{PackageStore as _, SlotCheck};
+use agentpack_harness::mcp::McpSource;
+use agentpack_harness::{MergedServer, ModeFilter};
+use agentpack_lockfile::{
+    Lockfile, Manifest, ManifestDocument, McpRecord, McpServer, McpStatus, DEFAULT_MODE,
+};
 use anyhow::{bail, Context as _, Result};
 use indexmap::IndexMap;
 use serde::Serialize;
 
 use crate::commands::lock::apply_manifest_edit;
 use crate::context::Context;
+use crate::env::{self, EnvVars};
 use crate::output;
 use crate::project::Project;
+use crate::session;
 
 /// The environment variable naming the npm registry (npm reads it case-insensitively).
 const NPM_CONFIG_REGISTRY: [&str; 2] = ["npm_config_registry", "NPM_CONFIG_REGISTRY"];
@@ -104,9 +113,7 @@ pub fn lock_options(
         allow_unpinned,
         tolerate_unreachable,
         npm: find_on_path("npm"),
-        environment_registry: NPM_CONFIG_REGISTRY
-            .iter()
-            .find_map(|name| crate::env::var(name)),
+        environment_registry: NPM_CONFIG_REGISTRY.iter().find_map(|name| env::var(name)),
     }
 }
 
@@ -133,10 +140,91 @@ fn parse_env(pairs: &[String]) -> Result<IndexMap<String, String>> {
     Ok(env)
 }
 
+/// The servers the project's generations merge, as their sources define them: every package's
+/// (read from its verified cache entry), then `[mcp.servers]`, then `./.agents/mcp.json` (later
+/// wins), over every mode: the merge `sync` stages. A package without a verified cache entry is
+/// named in a warning and its servers are missing. Reads only; never contacts a registry.
+fn merged_servers(
+    project: &Project,
+    manifest: &Manifest,
+    lock: &Lockfile,
+) -> Result<(Vec<MergedServer>, Vec<String>)> {
+    let store = session::open_store(&project.home)?;
+    let mut warnings = Vec::new();
+    let mut packages = Vec::new();
+    for package in &lock.packages {
+        let module = package.module.as_str();
+        let store_path = match &package.content_hash {
+            Some(expected) => match store.check_slot(&package.cache_key, expected)? {
+                SlotCheck::Verified(slot) => store.store_path_of(&slot),
+                SlotCheck::Missing | SlotCheck::Mismatch { .. } => None,
+            },
+            None => store.slot(package.cache_key.as_str())?,
+        };
+        let Some(store_path) = store_path else {
+            warnings.push(format!(
+                "{module} has no verified cache entry; its MCP servers are not listed\n  fix  run `agentpack sync` (or `agentpack sync --repair`)"
+            ));
+            continue;
+        };
+        packages.push(LockedPackageInput {
+            module: module.to_owned(),
+            cache_key: package.cache_key.as_str().to_owned(),
+            owner: package.owner.clone(),
+            repo: package.repo.clone(),
+            path: package.path.clone(),
+            commit: package.commit.as_str().to_owned(),
+            kind: package.kind.clone(),
+            store_path,
+        });
+    }
+    let overlay_dir = project.root.join(".agents");
+    let overlay = (env::var(EnvVars::AGENTPACK_DOT_AGENTS).as_deref() != Some("0")
+        && overlay_dir.is_dir())
+    .then(|| (overlay_dir, String::new()));
+    let inputs = GenerationInputs {
+        mode_name: DEFAULT_MODE.to_owned(),
+        mode_dir: DEFAULT_MODE.to_owned(),
+        mode: ModeFilter::all(),
+        mode_selectors: Vec::new(),
+        packages,
+        overlay,
+        mcp_servers: manifest.mcp_servers.clone(),
+        mcp_launch: BTreeMap::new(),
+        keep_attribution: false,
+        yolo: false,
+        agentpack_exe: std::env::current_exe().unwrap_or_default(),
+        plugin_data_root: project.state_dir().join("plugin-data"),
+        extra_references: Vec::new(),
+    };
+    let (servers, merge_warnings) = merged_mcp_servers(&store, &inputs)?;
+    warnings.extend(merge_warnings);
+    Ok((servers, warnings))
+}
+
 fn run_add(ctx: &Context, args: &McpAddArgs) -> Result<ExitCode> {
     let project = Project::discover(ctx)?;
     let text = fs_err::read_to_string(&project.manifest_path)?;
     let mut document = ManifestDocument::parse(&text, &project.manifest_path)?;
+    // What runs under this name today: `./.agents/mcp.json` is merged last, so a server it
+    // defines would shadow the one added here, which would be recorded but never run.
+    let (current, _) = {
+        let manifest = document.to_manifest()?;
+        let lock = project.load_lock(&manifest)?;
+        merged_servers(&project, &manifest, &lock)?
+    };
+    let shadowed_package = match current.iter().find(|s| s.name == args.name) {
+        Some(existing) if existing.source == McpSource::DotAgents => bail!(
+            "MCP server `{name}` is defined in .agents/mcp.json, which is merged after agentpack.toml: the server added here would never run; nothing was written\n  fix  add it under another name (`agentpack mcp add <other-name> ...`), or remove `{name}` from {overlay} first",
+            name = args.name,
+            overlay = project.root.join(".agents/mcp.json").display()
+        ),
+        Some(MergedServer {
+            source: McpSource::Plugin { module, .. },
+            ..
+        }) => Some(module.clone()),
+        _ => None,
+    };
     let server = McpServer {
         server_type: args.server_type.clone(),
         command: args.command.clone(),
@@ -189,6 +277,12 @@ fn run_add(ctx: &Context, args: &McpAddArgs) -> Result<ExitCode> {
     for warning in &warnings {
         output::warn(warning);
     }
+    if let Some(module) = shadowed_package.filter(|_| ctx.says()) {
+        output::info(&format!(
+            "`{}` in agentpack.toml overrides the MCP server of the same name in package {module}",
+            args.name
+        ));
+    }
     if ctx.says() {
         let status = record
             .as_ref()
@@ -203,11 +297,28 @@ fn run_remove(ctx: &Context, args: &McpRemoveArgs) -> Result<ExitCode> {
     let text = fs_err::read_to_string(&project.manifest_path)?;
     let mut document = ManifestDocument::parse(&text, &project.manifest_path)?;
     if !document.remove_mcp_server(&args.name) {
-        bail!(
-            "no MCP server `{}` in [mcp.servers] of {}\n  fix  run `agentpack mcp list` to see the servers and where each is defined",
-            args.name,
-            project.manifest_path.display()
-        );
+        let manifest = document.to_manifest()?;
+        let lock = project.load_lock(&manifest)?;
+        let (servers, _) = merged_servers(&project, &manifest, &lock)?;
+        match servers.iter().find(|s| s.name == args.name).map(|s| &s.source) {
+            Some(McpSource::DotAgents) => bail!(
+                "MCP server `{}` is not in [mcp.servers] of {}: it is defined in .agents/mcp.json\n  fix  remove it from {}",
+                args.name,
+                project.manifest_path.display(),
+                project.root.join(".agents/mcp.json").display()
+            ),
+            Some(McpSource::Plugin { module, file }) => bail!(
+                "MCP server `{}` is not in [mcp.servers] of {}: package {module} defines it ({file})\n  fix  disable it with the selector `mcp:{}` in a mode (see Modes), or remove the package with `agentpack remove {module}`",
+                args.name,
+                project.manifest_path.display(),
+                args.name
+            ),
+            _ => bail!(
+                "no MCP server `{}` in [mcp.servers] of {}\n  fix  run `agentpack mcp list` to see the servers and where each is defined",
+                args.name,
+                project.manifest_path.display()
+            ),
+        }
     }
     apply_manifest_edit(
         ctx,
@@ -287,15 +398,27 @@ struct ListedServer {
     name: String,
     /// `manifest`, `plugin` or `.agents`.
     source: String,
+    /// The package that defines it (plugin servers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    module: Option<String>,
+    /// The file of the package that defines it (plugin servers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<String>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    server_type: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     command: Option<String>,
     args: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     url: Option<String>,
-    /// The definition digest, when the definition is known here (plugin servers: from the lock).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cwd: Option<String>,
+    /// The definition digest of the current definition.
     definition: String,
-    /// `current`, `stale` (edited since it was locked) or `none` (no record).
+    /// `current` (a current pinned record), `stale` (edited since it was locked), `none` (no
+    /// record), `unpinned` or `unpinnable` (a current record with that status).
     lock: &'static str,
+    /// The record pack.lock holds under this name (current or stale).
     record: Option<ListedRecord>,
 }
 
@@ -315,90 +438,89 @@ fn listed_record(r: &McpRecord) -> ListedRecord {
     }
 }
 
-/// The servers of the manifest and the overlay (overlay wins), plus the plugin servers the lock
-/// records (their definitions live in the packages).
-fn listed_servers(
-    project: &Project,
-    lock: &Lockfile,
-    manifest_servers: Vec<MergedServer>,
-) -> Result<(Vec<ListedServer>, Vec<String>)> {
-    let mut warnings = Vec::new();
-    let mut merged: IndexMap<String, MergedServer> = manifest_servers
-        .into_iter()
-        .map(|s| (s.name.clone(), s))
-        .collect();
-    let overlay = project.root.join(".agents/mcp.json");
-    if overlay.is_file() {
-        let text = fs_err::read_to_string(&overlay)?;
-        let value: serde_json::Value = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not valid JSON", overlay.display()))?;
-        for (name, server) in parse_servers(&value, ".agents/mcp.json", &mut warnings) {
-            merged.insert(
-                name.clone(),
-                MergedServer {
-                    name,
-                    server,
-                    source: McpSource::DotAgents,
-                },
-            );
-        }
+/// Lock status of `server` against its current definition (see [`ListedServer::lock`]).
+fn lock_status(lock: &Lockfile, server: &MergedServer) -> &'static str {
+    match lock.mcp_server(&server.name) {
+        None => "none",
+        Some(_) if mcp_lock::current_record(lock, server).is_none() => "stale",
+        Some(r) => match r.status {
+            McpStatus::Pinned => "current",
+            McpStatus::Unpinned => "unpinned",
+            McpStatus::Unpinnable => "unpinnable",
+        },
     }
-    let mut out: Vec<ListedServer> = merged
-        .values()
+}
+
+/// Every merged server with its definition, provenance and lock status.
+fn listed_servers(lock: &Lockfile, servers: &[MergedServer]) -> Vec<ListedServer> {
+    let mut out: Vec<ListedServer> = servers
+        .iter()
         .map(|s| {
-            let digest = definition_digest(&s.server);
-            let record = lock.mcp_server(&s.name);
+            let (module, file) = match &s.source {
+                McpSource::Plugin { module, file } => (Some(module.clone()), Some(file.clone())),
+                _ => (None, None),
+            };
             ListedServer {
                 name: s.name.clone(),
                 source: mcp_lock::source_label(&s.source).to_owned(),
+                module,
+                file,
+                server_type: s.server.server_type.clone(),
                 command: s.server.command.clone(),
                 args: s.server.args.clone(),
                 url: s.server.url.clone(),
-                lock: match record {
-                    None => "none",
-                    Some(r) if r.definition == digest => "current",
-                    Some(_) => "stale",
-                },
-                definition: digest,
-                record: record.map(listed_record),
+                cwd: s.server.cwd.clone(),
+                definition: definition_digest(&s.server),
+                lock: lock_status(lock, s),
+                record: lock.mcp_server(&s.name).map(listed_record),
             }
         })
         .collect();
-    for r in &lock.mcp_servers {
-        if r.source == "plugin" && !merged.contains_key(&r.name) {
-            out.push(ListedServer {
-                name: r.name.clone(),
-                source: r.source.clone(),
-                command: r.command.clone(),
-                args: Vec::new(),
-                url: None,
-                definition: r.definition.clone(),
-                lock: "current",
-                record: Some(listed_record(r)),
-            });
-        }
-    }
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok((out, warnings))
+    out
+}
+
+/// The text of `mcp list`: per server its provenance, definition and lock status.
+fn render_list(lock: &Lockfile, servers: &[ListedServer]) -> String {
+    let mut text = String::new();
+    for s in servers {
+        let definition = match (&s.command, &s.url) {
+            (Some(command), _) => std::iter::once(command.as_str())
+                .chain(s.args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" "),
+            (None, Some(url)) => url.clone(),
+            (None, None) => "(no command or url)".to_owned(),
+        };
+        let provenance = match &s.module {
+            Some(module) => format!("{}: {module}", s.source),
+            None => s.source.clone(),
+        };
+        let status = match s.lock {
+            "none" => "no record: runs as written; run `agentpack lock` to pin it".to_owned(),
+            "stale" => "edited since it was locked: runs as written; run `agentpack lock` to record it again".to_owned(),
+            _ => lock
+                .mcp_server(&s.name)
+                .map(describe_status)
+                .unwrap_or_default(),
+        };
+        text.push_str(&format!(
+            "{}  [{provenance}]\n  definition  {definition}\n  lock        {status}\n",
+            s.name
+        ));
+    }
+    text
 }
 
 fn run_list(ctx: &Context) -> Result<ExitCode> {
     let project = Project::discover(ctx)?;
     let manifest = project.load_manifest()?;
     let lock = project.load_lock(&manifest)?;
-    let manifest_servers = manifest
-        .mcp_servers
-        .iter()
-        .map(|(name, server)| MergedServer {
-            name: name.clone(),
-            server: server.clone(),
-            source: McpSource::Manifest,
-        })
-        .collect();
-    let (servers, warnings) = listed_servers(&project, &lock, manifest_servers)?;
+    let (merged, warnings) = merged_servers(&project, &manifest, &lock)?;
     for warning in &warnings {
         output::warn(warning);
     }
+    let servers = listed_servers(&lock, &merged);
     if ctx.json {
         output::json(&serde_json::json!({ "servers": servers }))?;
         return Ok(ExitCode::SUCCESS);
@@ -409,32 +531,7 @@ fn run_list(ctx: &Context) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let mut text = String::new();
-    for s in &servers {
-        let definition = match (&s.command, &s.url) {
-            (Some(command), _) => std::iter::once(command.as_str())
-                .chain(s.args.iter().map(String::as_str))
-                .collect::<Vec<_>>()
-                .join(" "),
-            (None, Some(url)) => url.clone(),
-            (None, None) => "(defined in the package)".to_owned(),
-        };
-        let status = match (&s.record, s.lock) {
-            (None, _) => "no record: runs as written; run `agentpack lock`".to_owned(),
-            (Some(_), "stale") => {
-                "edited since it was locked: runs as written; run `agentpack lock`".to_owned()
-            }
-            (Some(_), _) => lock
-                .mcp_server(&s.name)
-                .map(describe_status)
-                .unwrap_or_default(),
-        };
-        text.push_str(&format!(
-            "{}  [{}]\n  definition  {definition}\n  lock        {status}\n",
-            s.name, s.source
-        ));
-    }
-    output::stdout(&text)?;
+    output::stdout(&render_list(&lock, &servers))?;
     Ok(ExitCode::SUCCESS)
 }
 
