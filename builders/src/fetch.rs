@@ -78,26 +78,27 @@ pub fn fetch_lock(
     lock.check_integrity()
         .map_err(|e| ResolutionError::Invalid(e.to_string()))?;
     let scratch = store.scratch()?;
-    let results: Vec<(String, Result<One, ResolutionError>)> = lock
+    let results: Vec<(String, Result<One, ResolutionError>, Vec<String>)> = lock
         .packages
         .par_iter()
         .enumerate()
         .map(|(index, package)| {
             let tree = scratch.path().join(index.to_string());
-            let result = fetch_one(
-                package,
-                project_root,
-                agentpack_home,
-                fetcher,
-                store,
-                options,
-                &tree,
-            );
-            (package.module.as_str().to_owned(), result)
+            let (result, warnings) =
+                match fetch_local(package, project_root, agentpack_home, store, &tree) {
+                    Ok(Some((one, warnings))) => (Ok(one), warnings),
+                    Ok(None) => (
+                        fetch_one(package, fetcher, store, options, &tree),
+                        Vec::new(),
+                    ),
+                    Err(error) => (Err(error), Vec::new()),
+                };
+            (package.module.as_str().to_owned(), result, warnings)
         })
         .collect();
     let mut outcome = FetchOutcome::default();
-    for (module, result) in results {
+    for (module, result, warnings) in results {
+        outcome.warnings.extend(warnings);
         let slot = match result? {
             One::Verified(slot) => slot,
             One::Downloaded(slot) => {
@@ -125,33 +126,45 @@ pub fn fetch_lock(
     Ok(outcome)
 }
 
-fn fetch_one(
+/// A path or `local/` package, re-copied from its directory, with the copy's warnings (the links it
+/// does not follow); `None` for a GitHub package.
+fn fetch_local(
     package: &LockedPackage,
     project_root: &Path,
     agentpack_home: &Path,
+    store: &dyn PackageStore,
+    tree: &Path,
+) -> Result<Option<(One, Vec<String>)>, ResolutionError> {
+    let module = package.module.as_str();
+    let copy = if let Some(dir) = package.url.strip_prefix("path:") {
+        let source = project_root.join(dir);
+        if !source.is_dir() {
+            // The directory is gone on this machine: the locked slot still serves, if it verifies.
+            if let Some(expected) = &package.content_hash {
+                if let SlotCheck::Verified(slot) = store.check_slot(&package.cache_key, expected)? {
+                    return Ok(Some((One::Verified(slot), Vec::new())));
+                }
+            }
+        }
+        local_package::copy_path_package(module, &source, tree)?
+    } else if let Some(spec) = package.url.strip_prefix("local:") {
+        local_package::copy_local_mirror_package(module, agentpack_home, spec, tree)?
+    } else {
+        return Ok(None);
+    };
+    let warnings = copy.warnings(module);
+    Ok(Some((local_result(package, store, copy, tree)?, warnings)))
+}
+
+/// A GitHub package: the verified slot, else a verified download.
+fn fetch_one(
+    package: &LockedPackage,
     fetcher: &SnapshotFetcher,
     store: &dyn PackageStore,
     options: FetchOptions,
     tree: &Path,
 ) -> Result<One, ResolutionError> {
     let module = package.module.as_str();
-    if let Some(dir) = package.url.strip_prefix("path:") {
-        let source = project_root.join(dir);
-        if !source.is_dir() {
-            // The directory is gone on this machine: the locked slot still serves, if it verifies.
-            if let Some(expected) = &package.content_hash {
-                if let SlotCheck::Verified(slot) = store.check_slot(&package.cache_key, expected)? {
-                    return Ok(One::Verified(slot));
-                }
-            }
-        }
-        let copy = local_package::copy_path_package(module, &source, tree)?;
-        return local_result(package, store, copy, tree);
-    }
-    if let Some(spec) = package.url.strip_prefix("local:") {
-        let copy = local_package::copy_local_mirror_package(module, agentpack_home, spec, tree)?;
-        return local_result(package, store, copy, tree);
-    }
     let repo = RepoId::new(package.owner.clone(), package.repo.clone());
     let commit = package.commit.as_str();
     let Some(expected) = &package.content_hash else {

@@ -22,7 +22,7 @@ use agentpack_lockfile::module_id::ModuleId;
 use agentpack_lockfile::validate::{CacheKey, CommitSha, ContentHash};
 use agentpack_lockfile::version::VersionConstraint;
 
-use crate::github::resolver::{RefRequest, ResolveError};
+use crate::github::resolver::{RefRequest, ResolveError, ResolvedFrom};
 use crate::github::RepoId;
 use crate::local_package::{self, LocalPackageError};
 use crate::normalize::{self, NormalizeContext, NormalizeError};
@@ -551,6 +551,72 @@ impl Run<'_, '_> {
             .collect()
     }
 
+    /// The commit a tag, branch or ref pin names when the old lock pins `old` for the module.
+    ///
+    /// pack.lock records the commit, not the name it was resolved from, so whether the pin is the one
+    /// that produced `old` is judged from what is known about the name:
+    /// - a name that is a tag follows the tag (tags do not move; an edited tag is followed);
+    /// - a short commit that `old` starts with, or a name that resolved to `old` when it was last
+    ///   looked up on this machine, keeps `old` without asking GitHub;
+    /// - otherwise the name is resolved: an unknown name is an error; a name that resolves to `old`
+    ///   keeps it; a name that resolves elsewhere while `old` is the head of another branch was
+    ///   evidently locked from that other branch (the pin changed), so the new commit is taken;
+    ///   if `old` is the head of no other branch the name's branch moved on, and `old` stays (a
+    ///   branch moves only with an update). When GitHub cannot be asked, `old` stays.
+    fn keep_or_follow(
+        &mut self,
+        module: &str,
+        repo: &RepoId,
+        pin: &Pin,
+        old: &CommitSha,
+    ) -> Result<CommitSha, ResolutionError> {
+        let name = match pin {
+            Pin::Tag(name) | Pin::Branch(name) | Pin::Ref(name) => name,
+            _ => return Ok(old.clone()),
+        };
+        let resolver = self.env.fetcher.resolver();
+        if matches!(pin, Pin::Ref(_))
+            && name.len() >= 4
+            && name.chars().all(|c| c.is_ascii_hexdigit())
+            && old.as_str().starts_with(&name.to_ascii_lowercase())
+        {
+            return Ok(old.clone());
+        }
+        if !matches!(pin, Pin::Branch(_)) {
+            let tags = self.tags(module, repo)?;
+            if let Some((_, commit)) = tags.iter().find(|(tag, _)| tag == name) {
+                return Self::commit(commit, module);
+            }
+        }
+        if resolver
+            .cached_ref(repo, name)
+            .is_some_and(|commit| commit == old.as_str())
+        {
+            return Ok(old.clone());
+        }
+        let resolved = match resolver.resolve_name(module, repo, name) {
+            Ok(resolved) => resolved,
+            Err(
+                error @ (ResolveError::UnknownRef { .. } | ResolveError::UnknownRepository { .. }),
+            ) => return Err(error.into()),
+            // GitHub cannot be asked: the pin cannot be checked, so it stays.
+            Err(_) => return Ok(old.clone()),
+        };
+        if resolved.commit.eq_ignore_ascii_case(old.as_str())
+            || resolved.from == ResolvedFrom::StaleCache
+        {
+            return Ok(old.clone());
+        }
+        let locked_from_another_branch = resolver
+            .branches_at(repo, old.as_str())
+            .is_ok_and(|branches| branches.iter().any(|branch| branch != name));
+        if !locked_from_another_branch {
+            return Ok(old.clone());
+        }
+        self.warnings.extend(resolved.warnings);
+        Self::commit(&resolved.commit, module)
+    }
+
     fn choose_commit(
         &mut self,
         module: &str,
@@ -580,19 +646,9 @@ impl Run<'_, '_> {
                 Pin::Version(constraint) => constraints.push(constraint.clone()),
                 Pin::Unpinned => {}
                 Pin::Tag(name) | Pin::Branch(name) | Pin::Ref(name) => {
-                    let is_branch = matches!(requirement.pin, Pin::Branch(_));
-                    let commit = match (&old_commit, is_branch) {
-                        // A branch keeps its pin until an update.
-                        (Some(old), true) => old.clone(),
-                        (Some(old), false) => {
-                            // A tag is immutable: follow it (a manifest edit); a branch name keeps its pin.
-                            let tags = self.tags(module, &repo)?;
-                            match tags.iter().find(|(tag, _)| tag == name) {
-                                Some((_, commit)) => Self::commit(commit, module)?,
-                                None => old.clone(),
-                            }
-                        }
-                        (None, _) => {
+                    let commit = match &old_commit {
+                        Some(old) => self.keep_or_follow(module, &repo, &requirement.pin, old)?,
+                        None => {
                             self.resolve_request(module, &repo, &RefRequest::Name(name.clone()))?
                                 .0
                         }
@@ -720,7 +776,7 @@ impl Run<'_, '_> {
             match store.verify_tree(&existing, &content_hash)? {
                 TreeMatch::Matches => published = Some(existing),
                 TreeMatch::Mismatch { actual } if first_hash => self.warnings.push(format!(
-                    "warning: replaced the cache entry of {module} ({}): it held {actual}, a fresh download of commit {commit} is {content_hash}",
+                    "replaced the cache entry of {module} ({}): it held {actual}, a fresh download of commit {commit} is {content_hash}",
                     existing.display()
                 )),
                 TreeMatch::Mismatch { .. } => {}
@@ -779,6 +835,7 @@ impl Run<'_, '_> {
         copy: local_package::LocalCopy,
         tree: &Path,
     ) -> Result<Node, ResolutionError> {
+        self.warnings.extend(copy.warnings(module));
         normalize::normalize_package(
             tree,
             &NormalizeContext {
@@ -848,9 +905,8 @@ impl Run<'_, '_> {
         let manifest = match parse_dependencies_only(&text, &path) {
             Ok(manifest) => manifest,
             Err(error) => {
-                self.warnings.push(format!(
-                    "warning: ignoring the dependencies of {module}: {error}"
-                ));
+                self.warnings
+                    .push(format!("ignoring the dependencies of {module}: {error}"));
                 return Ok(Vec::new());
             }
         };
@@ -859,7 +915,7 @@ impl Run<'_, '_> {
             match value {
                 Dependency::Remote(pin) => nested.push((dependency.as_str().to_owned(), pin)),
                 Dependency::Path(dir) => self.warnings.push(format!(
-                    "warning: {module} declares the path dependency {dependency} = {{ path = {dir:?} }}; path dependencies of packages are not followed"
+                    "{module} declares the path dependency {dependency} = {{ path = {dir:?} }}; path dependencies of packages are not followed"
                 )),
             }
         }

@@ -494,3 +494,194 @@ fn locks_without_content_hashes_fetch_unverified() {
     assert!(relocked.packages[0].content_hash.is_some());
     assert_eq!(relocked.packages[0].commit, lock.packages[0].commit);
 }
+
+/// The manifest text pinning `github.com/acme/skills/demo` to `value`.
+fn demo_pinned(value: &str) -> String {
+    format!("{HEAD}[dependencies]\n\"github.com/acme/skills/demo\" = {value}\n")
+}
+
+#[test]
+fn a_changed_ref_name_re_resolves_and_an_unknown_one_is_refused() {
+    let gh = FakeGitHub::start();
+    let repo = gh.repo("acme", "skills");
+    repo.write("demo/SKILL.md", "main");
+    let main = repo.commit("main");
+    repo.branch("dev");
+    repo.write("demo/SKILL.md", "dev");
+    let dev = repo.commit("dev");
+    repo.switch("main");
+    let env = env();
+
+    // Locked from branch main, with the metadata cache the cli keeps.
+    let locked = run_with(
+        &gh,
+        &env,
+        &demo_pinned("{ branch = \"main\" }"),
+        None,
+        UpdatePolicy::KeepPins,
+        true,
+    )
+    .unwrap()
+    .lock;
+    assert_eq!(locked.packages[0].commit.as_str(), main);
+
+    // The same pin again: kept, without asking GitHub for the branch.
+    gh.reset_counters();
+    let same = run_with(
+        &gh,
+        &env,
+        &demo_pinned("{ branch = \"main\" }"),
+        Some(&locked),
+        UpdatePolicy::KeepPins,
+        true,
+    )
+    .unwrap();
+    assert_eq!(same.lock, locked);
+    assert_eq!(gh.count(Endpoint::Commits, "acme", "skills"), 0);
+
+    // Another branch, in table and in short form: the pin follows the new name.
+    for value in ["{ branch = \"dev\" }", "\"dev\""] {
+        let moved = run_with(
+            &gh,
+            &env,
+            &demo_pinned(value),
+            Some(&locked),
+            UpdatePolicy::KeepPins,
+            true,
+        )
+        .unwrap();
+        assert_eq!(moved.lock.packages[0].commit.as_str(), dev, "{value}");
+        assert_eq!(
+            moved.changes,
+            vec![PinChange::Moved {
+                module: "github.com/acme/skills/demo".into(),
+                from: main.clone(),
+                to: dev.clone(),
+            }],
+            "{value}"
+        );
+    }
+
+    // A name GitHub does not know is an error that names it, not the old commit.
+    for value in [
+        "\"nosuchref\"",
+        "{ branch = \"nosuchref\" }",
+        "{ tag = \"v9\" }",
+    ] {
+        let error = run_with(
+            &gh,
+            &env,
+            &demo_pinned(value),
+            Some(&locked),
+            UpdatePolicy::KeepPins,
+            true,
+        )
+        .unwrap_err();
+        let text = error.to_string();
+        let name = if value.contains("v9") {
+            "v9"
+        } else {
+            "nosuchref"
+        };
+        assert!(
+            text.contains(&format!("\"{name}\"")) && text.contains("fix"),
+            "{value}: {text}"
+        );
+    }
+}
+
+#[test]
+fn a_branch_that_moved_keeps_its_pin_on_a_machine_that_never_resolved_it() {
+    let gh = FakeGitHub::start();
+    let repo = gh.repo("acme", "skills");
+    repo.write("demo/SKILL.md", "one");
+    let first = repo.commit("one");
+    repo.tag("v1.0.0");
+    let env = env();
+    let locked = run(
+        &gh,
+        &env,
+        &demo_pinned("\"main\""),
+        None,
+        UpdatePolicy::KeepPins,
+    )
+    .unwrap()
+    .lock;
+    repo.write("demo/SKILL.md", "two");
+    repo.commit("two");
+
+    // A fresh metadata cache (another machine): main now names another commit, but the locked one is
+    // the head of no other branch (only a tag), so the pin is the one that made the lock and stays.
+    let kept = run(
+        &gh,
+        &env,
+        &demo_pinned("\"main\""),
+        Some(&locked),
+        UpdatePolicy::KeepPins,
+    )
+    .unwrap();
+    assert_eq!(kept.lock.packages[0].commit.as_str(), first);
+    assert!(kept.changes.is_empty());
+    // A tag name follows the tag; a short commit of the locked one keeps it.
+    let tagged = run(
+        &gh,
+        &env,
+        &demo_pinned("\"v1.0.0\""),
+        Some(&locked),
+        UpdatePolicy::KeepPins,
+    )
+    .unwrap();
+    assert_eq!(tagged.lock.packages[0].commit.as_str(), first);
+    let short = run(
+        &gh,
+        &env,
+        &demo_pinned(&format!("\"{}\"", &first[..10])),
+        Some(&locked),
+        UpdatePolicy::KeepPins,
+    )
+    .unwrap();
+    assert_eq!(short.lock.packages[0].commit.as_str(), first);
+}
+
+#[test]
+fn an_unknown_repository_says_what_was_asked_and_warnings_carry_no_label() {
+    let gh = FakeGitHub::start();
+    let env = env();
+    let error = run(
+        &gh,
+        &env,
+        &format!("{HEAD}[dependencies]\n\"github.com/nobody/nothing\" = {{}}\n"),
+        None,
+        UpdatePolicy::KeepPins,
+    )
+    .unwrap_err();
+    let text = error.to_string();
+    assert!(
+        text.contains("github.com/nobody/nothing") && text.contains("its tags"),
+        "{text}"
+    );
+    assert!(!text.contains("\"tags\""), "{text}");
+
+    // A package declaring a path dependency: the warning is returned without a `warning:` label.
+    let repo = gh.repo("acme", "nested");
+    repo.write("SKILL.md", "nested");
+    repo.write(
+        "agentpack.toml",
+        "[dependencies]\n\"helper\" = { path = \"../helper\" }\n",
+    );
+    let commit = repo.commit("nested");
+    let outcome = run(
+        &gh,
+        &env,
+        &format!("{HEAD}[dependencies]\n\"github.com/acme/nested\" = \"{commit}\"\n"),
+        None,
+        UpdatePolicy::KeepPins,
+    )
+    .unwrap();
+    assert_eq!(outcome.warnings.len(), 1, "{:?}", outcome.warnings);
+    assert!(
+        outcome.warnings[0].starts_with("github.com/acme/nested declares the path dependency"),
+        "{:?}",
+        outcome.warnings
+    );
+}

@@ -490,3 +490,125 @@ fn the_local_mirror_serves_owner_repo_specs_and_names_offline() {
     assert!(bundle.join("team-rules/extra.md").is_file());
     world.ok(&["sync", "--verify-only"]);
 }
+
+#[test]
+fn a_changed_ref_moves_the_pin_and_an_unknown_ref_is_refused() {
+    let world = World::new();
+    let gh = world.github();
+    let repo = gh.repo("acme", "skills");
+    skill(&repo, "skills/demo", "demo");
+    let main = repo.commit("main");
+    repo.branch("dev");
+    skill(&repo, "skills/demo", "demo-dev");
+    let dev = repo.commit("dev");
+    repo.switch("main");
+    let module = "github.com/acme/skills/skills/demo";
+    world.ok(&["init", "--name", "demo"]);
+    world.ok(&["add", "acme/skills/skills/demo@main", "--no-sync"]);
+    assert_eq!(lock_field(&world.lock(), module, "commit"), main);
+
+    // `add spec@ref` with another branch: the lock follows it.
+    let err = world.ok(&["add", "acme/skills/skills/demo@dev", "--no-sync"]);
+    assert!(
+        err.contains(&format!("{module}: moved from commit {main} to {dev}")),
+        "{err}"
+    );
+    assert!(world
+        .manifest()
+        .contains(&format!("\"{module}\" = \"dev\"")));
+    assert_eq!(lock_field(&world.lock(), module, "commit"), dev);
+
+    // A hand edit of the branch, then `lock`: reconciled both ways.
+    let path = world.home.project.join("agentpack.toml");
+    for (branch, commit) in [("main", &main), ("dev", &dev)] {
+        let text = world.manifest();
+        let edited: String = text
+            .lines()
+            .map(|line| {
+                if line.starts_with(&format!("\"{module}\"")) {
+                    format!("\"{module}\" = {{ branch = \"{branch}\" }}")
+                } else {
+                    line.to_owned()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(&path, edited + "\n").unwrap();
+        let err = world.ok(&["lock"]);
+        assert!(err.contains("Wrote"), "{branch}: {err}");
+        assert_eq!(
+            &lock_field(&world.lock(), module, "commit"),
+            commit,
+            "{branch}"
+        );
+    }
+
+    // An unknown ref: `add` asks GitHub, fails with what/why/fix, and writes nothing.
+    let (manifest, lock) = (world.manifest(), world.lock());
+    gh.reset_counters();
+    let err = world.fails(&["add", "acme/skills/skills/demo@nosuchref", "--no-sync"]);
+    assert!(
+        err.contains("\"nosuchref\"") && err.contains("fix"),
+        "{err}"
+    );
+    assert!(!err.contains("Added"), "{err}");
+    assert!(gh.total(Endpoint::Commits) + gh.total(Endpoint::GitHttp) > 0);
+    assert_eq!((world.manifest(), world.lock()), (manifest, lock));
+}
+
+#[test]
+fn an_unknown_repository_names_what_was_asked() {
+    let world = World::new();
+    world.ok(&["init", "--name", "demo"]);
+    let manifest = world.manifest();
+    let err = world.fails(&["add", "nobody/nothing", "--no-sync"]);
+    assert!(
+        err.contains("github.com/nobody/nothing") && err.contains("its tags"),
+        "{err}"
+    );
+    assert!(!err.contains("\"tags\""), "{err}");
+    assert_eq!(world.manifest(), manifest);
+}
+
+#[test]
+fn add_refuses_a_second_source_under_a_taken_name() {
+    let world = World::new();
+    let outside = world.home.project.parent().unwrap();
+    for dir in ["repo1/pk", "repo2/pk"] {
+        std::fs::create_dir_all(outside.join(dir)).unwrap();
+        std::fs::write(
+            outside.join(dir).join("SKILL.md"),
+            format!("---\nname: pk\ndescription: {dir}\n---\nFrom {dir}.\n"),
+        )
+        .unwrap();
+    }
+    world.ok(&["init", "--name", "demo"]);
+    world.ok(&["add", "../repo1/pk", "--no-sync"]);
+    let (manifest, lock) = (world.manifest(), world.lock());
+    assert!(manifest.contains("../repo1/pk"), "{manifest}");
+
+    // The same directory again: a no-op success.
+    world.ok(&["add", "../repo1/pk", "--no-sync"]);
+    assert_eq!(
+        (world.manifest(), world.lock()),
+        (manifest.clone(), lock.clone())
+    );
+
+    // Another directory with the same name: refused, naming the entry and what to do.
+    let err = world.fails(&["add", "../repo2/pk", "--no-sync"]);
+    assert!(
+        err.contains("already has a dependency named pk")
+            && err.contains("../repo1/pk")
+            && err.contains("agentpack remove pk")
+            && err.contains("\"pk-2\" = { path = \"../repo2/pk\" }"),
+        "{err}"
+    );
+    assert!(!err.contains("moved from commit"), "{err}");
+    // A remote package under the same name: refused too.
+    let err = world.fails(&["add", "pk", "--no-sync"]);
+    assert!(
+        err.contains("already has a dependency named pk") && err.contains("../repo1/pk"),
+        "{err}"
+    );
+    assert_eq!((world.manifest(), world.lock()), (manifest, lock));
+}

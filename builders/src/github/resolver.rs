@@ -106,6 +106,21 @@ pub enum ResolveError {
         /// What each source answered.
         tried: String,
     },
+    /// GitHub answered "not found" for the repository's tag list (and, for an unpinned dependency,
+    /// its default branch): the repository does not exist or cannot be seen.
+    #[error(
+        "cannot resolve {module}: github.com/{repo} was not found when asked for {asked} (the repository does not exist or is private)\n  tried     {tried}\n  fix       check the owner and repository name; for a private repository set GITHUB_TOKEN or GH_TOKEN"
+    )]
+    UnknownRepository {
+        /// The module being resolved.
+        module: String,
+        /// Its repository.
+        repo: RepoId,
+        /// What was asked for (`its tags`, `its tags and its default branch`).
+        asked: String,
+        /// What each source answered.
+        tried: String,
+    },
     /// No tag satisfies the constraint.
     #[error(
         "cannot resolve {module}: no tag of github.com/{repo} satisfies {constraint:?}\n  tags      {available}\n  fix       relax the constraint, or pin a branch, tag or commit"
@@ -288,7 +303,22 @@ impl Resolver {
                         });
                     }
                 }
-                let mut head = self.resolve_name(module, repo, "HEAD")?;
+                let mut head =
+                    self.resolve_name(module, repo, "HEAD")
+                        .map_err(|error| match error {
+                            ResolveError::UnknownRef {
+                                module,
+                                repo,
+                                tried,
+                                ..
+                            } => ResolveError::UnknownRepository {
+                                module,
+                                repo,
+                                asked: "its default branch".to_owned(),
+                                tried,
+                            },
+                            other => other,
+                        })?;
                 head.warnings.splice(0..0, list.warnings);
                 Ok(head)
             }
@@ -394,7 +424,7 @@ impl Resolver {
             });
         if let Some((commit, fetched_at)) = stale {
             let warning = format!(
-                "warning: GitHub is unreachable for {module}; using {reference} -> {commit} cached {} ago ({})",
+                "GitHub is unreachable for {module}; using {reference} -> {commit} cached {} ago ({})",
                 age(now, fetched_at),
                 describe(&failures)
             );
@@ -432,6 +462,50 @@ impl Resolver {
                 tried: describe(failures),
             }
         }
+    }
+
+    /// The failure of a tag listing: `asked` says what was asked, in words (never a ref name).
+    fn tags_failure(
+        module: &str,
+        repo: &RepoId,
+        asked: &str,
+        failures: &[(&str, SourceFailure)],
+    ) -> ResolveError {
+        let answered_not_found = failures
+            .iter()
+            .any(|(_, f)| matches!(f, SourceFailure::NotFound(_)));
+        if answered_not_found {
+            ResolveError::UnknownRepository {
+                module: module.to_owned(),
+                repo: repo.clone(),
+                asked: asked.to_owned(),
+                tried: describe(failures),
+            }
+        } else {
+            ResolveError::Unavailable {
+                module: module.to_owned(),
+                reference: asked.to_owned(),
+                tried: describe(failures),
+            }
+        }
+    }
+
+    /// The commit `reference` of `repo` resolved to when it was last looked up on this machine, at
+    /// any age (no request is made). `None` when it never was.
+    pub fn cached_ref(&self, repo: &RepoId, reference: &str) -> Option<String> {
+        let entry = self.cache.get(&ref_key(&repo.key(), reference))?;
+        full_commit(&entry.value)
+    }
+
+    /// The branches of `repo` whose head is `commit` (git protocol ls-refs, once per session).
+    pub fn branches_at(&self, repo: &RepoId, commit: &str) -> Result<Vec<String>, SourceFailure> {
+        let refs = self.ls_refs(repo)?;
+        Ok(refs
+            .branches
+            .iter()
+            .filter(|(_, head)| head.eq_ignore_ascii_case(commit))
+            .map(|(name, _)| name.clone())
+            .collect())
     }
 
     /// Lists every tag of `repo` (cache, REST every page, git protocol, stale cache).
@@ -484,7 +558,7 @@ impl Resolver {
         }
         if let Some(entry) = cached {
             let warning = format!(
-                "warning: GitHub is unreachable for {module}; using the tag list of {repo} cached {} ago ({})",
+                "GitHub is unreachable for {module}; using the tag list of {repo} cached {} ago ({})",
                 age(now, entry.fetched_at),
                 describe(&failures)
             );
@@ -494,7 +568,7 @@ impl Resolver {
                 warnings: vec![warning],
             });
         }
-        Err(self.failure(module, repo, "tags", &failures))
+        Err(Self::tags_failure(module, repo, "its tags", &failures))
     }
 
     /// Picks the highest SemVer tag satisfying `constraint` and returns its commit.

@@ -47,6 +47,10 @@ pub fn run_add(ctx: &Context, args: &AddArgs) -> Result<ExitCode> {
     let text = fs_err::read_to_string(&project.manifest_path)?;
     let mut document = ManifestDocument::parse(&text, &project.manifest_path)?;
     let (module, dependency) = dependency_for(ctx, &project, args)?;
+    let existing = document.to_manifest()?.dependencies.get(&module).cloned();
+    if let Some(existing) = &existing {
+        check_replaceable(&project, args, &module, existing, &dependency)?;
+    }
     document.set_dependency(&module, &dependency)?;
     apply_manifest_edit(
         ctx,
@@ -60,6 +64,58 @@ pub fn run_add(ctx: &Context, args: &AddArgs) -> Result<ExitCode> {
         output::info(&format!("Added {module}"));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses an `add` whose dependency name is already taken by another source: a path dependency
+/// pointing at another directory, or a path and a remote dependency sharing one name. The same
+/// directory again, or a new pin for the same remote module, is fine (the entry is rewritten).
+fn check_replaceable(
+    project: &Project,
+    args: &AddArgs,
+    module: &ModuleId,
+    existing: &Dependency,
+    wanted: &Dependency,
+) -> Result<()> {
+    let describe = |dependency: &Dependency| match dependency {
+        Dependency::Path(dir) => format!("the directory {dir}"),
+        Dependency::Remote(_) => format!("the remote package {module}"),
+    };
+    let same_source = match (existing, wanted) {
+        (Dependency::Path(old), Dependency::Path(new)) => {
+            old == new || same_directory(&project.root, old, new)
+        }
+        (Dependency::Remote(_), Dependency::Remote(_)) => true,
+        _ => false,
+    };
+    if same_source {
+        return Ok(());
+    }
+    let alternative = match (existing, wanted) {
+        (_, Dependency::Path(dir)) => format!(
+            "declare the new directory under another name in agentpack.toml, e.g. \"{}-2\" = {{ path = \"{dir}\" }}, then run `agentpack lock`",
+            module.as_str()
+        ),
+        _ => "give the path dependency another name in agentpack.toml, then run `agentpack lock`"
+            .to_owned(),
+    };
+    bail!(
+        "cannot add {spec}: {manifest} already has a dependency named {module}: {existing}, not {wanted}\n  fix       remove it first (`agentpack remove {module}`), or {alternative}",
+        spec = args.spec,
+        manifest = project.manifest_path.display(),
+        existing = describe(existing),
+        wanted = describe(wanted),
+    )
+}
+
+/// Do two path dependencies (relative to the project root) name one directory?
+fn same_directory(root: &Path, a: &str, b: &str) -> bool {
+    match (
+        fs_err::canonicalize(root.join(a)),
+        fs_err::canonicalize(root.join(b)),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
 }
 
 /// The manifest key and value `add` writes for the spec.
