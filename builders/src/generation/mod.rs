@@ -24,6 +24,7 @@ use agentpack_harness::{
     render_generation, Agent, McpLaunch, McpServer, ModeFilter, OverlayInput, PackageInput,
     PlanEntry, RenderOptions, StageInputs,
 };
+use agentpack_lockfile::LockedPackage;
 use agentpack_store::{PlannedFile, Source, Store, StoreError, StorePath, StorePathName};
 use indexmap::IndexMap;
 
@@ -46,6 +47,22 @@ pub struct LockedPackageInput {
     pub commit: String,
     pub kind: String,
     pub store_path: StorePath,
+}
+
+impl LockedPackageInput {
+    /// A locked package staged from the store path holding its verified content.
+    pub fn new(package: &LockedPackage, store_path: StorePath) -> Self {
+        Self {
+            module: package.module.as_str().to_owned(),
+            cache_key: package.cache_key.as_str().to_owned(),
+            owner: package.owner.clone(),
+            repo: package.repo.clone(),
+            path: package.path.clone(),
+            commit: package.commit.as_str().to_owned(),
+            kind: package.kind.clone(),
+            store_path,
+        }
+    }
 }
 
 /// Everything a generation is a function of.

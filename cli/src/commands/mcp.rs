@@ -167,16 +167,7 @@ fn merged_servers(
             ));
             continue;
         };
-        packages.push(LockedPackageInput {
-            module: module.to_owned(),
-            cache_key: package.cache_key.as_str().to_owned(),
-            owner: package.owner.clone(),
-            repo: package.repo.clone(),
-            path: package.path.clone(),
-            commit: package.commit.as_str().to_owned(),
-            kind: package.kind.clone(),
-            store_path,
-        });
+        packages.push(LockedPackageInput::new(package, store_path));
     }
     let overlay_dir = project.root.join(".agents");
     let overlay = (env::var(EnvVars::AGENTPACK_DOT_AGENTS).as_deref() != Some("0")

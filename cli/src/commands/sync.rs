@@ -321,16 +321,7 @@ fn generation_inputs(
             .with_context(|| {
                 format!("{module} has no verified cache entry\n  fix  run `agentpack sync` again, or `agentpack sync --repair`")
             })?;
-        packages.push(LockedPackageInput {
-            module: module.to_owned(),
-            cache_key: package.cache_key.as_str().to_owned(),
-            owner: package.owner.clone(),
-            repo: package.repo.clone(),
-            path: package.path.clone(),
-            commit: package.commit.as_str().to_owned(),
-            kind: package.kind.clone(),
-            store_path,
-        });
+        packages.push(LockedPackageInput::new(package, store_path));
     }
     let overlay_dir = project.root.join(".agents");
     // agy's workspace plugin link is agentpack's, not project content; an overlay with nothing
