@@ -23,9 +23,17 @@ pub fn print_error(err: &anyhow::Error) {
 }
 
 /// Prints a warning line on stderr (shown even with `--quiet`). A message that already carries the
-/// label (some library texts do) is not labelled twice.
+/// label (some library texts do) is not labelled twice, and a warning already printed by this
+/// command (`add` resolves, then syncs, and both see the same package) is not printed again.
 pub fn warn(message: &str) {
+    static PRINTED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let message = message.strip_prefix("warning: ").unwrap_or(message);
+    if let Ok(mut printed) = PRINTED.lock() {
+        if printed.iter().any(|seen| seen == message) {
+            return;
+        }
+        printed.push(message.to_owned());
+    }
     eprintln!("warning: {message}");
 }
 

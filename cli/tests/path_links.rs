@@ -162,6 +162,11 @@ fn path_package_links_are_kept_inside_reported_outside_and_verify_on_the_next_sy
 
     let stderr = ok(home, &["add", "../pkg3"]);
     assert_names_the_links(&stderr, &fixture);
+    assert_eq!(
+        stderr.matches("symbolic link skills/escape").count(),
+        1,
+        "add resolves, then syncs: each warning is printed once:\n{stderr}"
+    );
     assert!(
         stderr.contains("pkg3 ("),
         "the warning names the package:\n{stderr}"
