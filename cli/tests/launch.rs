@@ -774,3 +774,18 @@ fn every_binary_override_is_honoured() {
         std::fs::rename(&moved, t.bin.join(binary)).unwrap();
     }
 }
+
+/// The sync inside `add` tidies like a bare `sync`: the workspace link a launcher placed goes.
+#[test]
+fn the_sync_inside_add_removes_launcher_links_like_a_bare_sync() {
+    let Some(t) = setup() else { return };
+    t.ok(&["agy"], &[]);
+    let link = t.iso.project.join(".agents/plugins/agentpack-bundle");
+    assert!(std::fs::symlink_metadata(&link).is_ok());
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/hello-skill");
+    t.ok(&["add", example.to_str().unwrap()], &[]);
+    assert!(
+        std::fs::symlink_metadata(&link).is_err(),
+        "the link to the old generation is gone"
+    );
+}

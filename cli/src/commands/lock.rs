@@ -94,9 +94,12 @@ pub fn run_update(ctx: &Context, args: &UpdateArgs) -> Result<ExitCode> {
     )?;
     save(ctx, &project, &outcome.lock)?;
     if !args.no_sync {
-        if let Err(err) = sync::run_sync(ctx, &project, &SyncOptions::default()) {
-            snapshot.restore();
-            return Err(err);
+        match sync::run_sync(ctx, &project, &SyncOptions::default()) {
+            Ok(staged) => sync::tidy_after_sync(ctx, &project, &staged)?,
+            Err(err) => {
+                snapshot.restore();
+                return Err(err);
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -165,7 +168,7 @@ pub fn apply_manifest_edit(
     let manifest = document.to_manifest()?;
     let old = project.load_lock(&manifest)?;
     let snapshot = project.snapshot()?;
-    let result = (|| -> Result<()> {
+    let result = (|| -> Result<Option<sync::Staged>> {
         let outcome = relock(ctx, project, &manifest, Some(&old), &UpdatePolicy::KeepPins)?;
         let mut lock = outcome.lock;
         // New servers (e.g. of an added package) are pinned when the registry answers; an
@@ -186,17 +189,23 @@ pub fn apply_manifest_edit(
             document.to_string().as_bytes(),
         )?;
         lock.save(&project.lock_path)?;
-        if !no_sync {
-            sync::run_sync(ctx, project, &SyncOptions::default())?;
+        if no_sync {
+            return Ok(None);
         }
-        Ok(())
+        sync::run_sync(ctx, project, &SyncOptions::default()).map(Some)
     })();
-    result.map_err(|err| {
+    let staged = result.map_err(|err| {
         snapshot.restore();
         err.context(format!(
             "`agentpack {command}` failed; agentpack.toml and pack.lock are unchanged"
         ))
-    })
+    })?;
+    // After a successful sync, what a bare `agentpack sync` tidies (outside the transaction: the
+    // manifest and lock are final by now).
+    match staged {
+        Some(staged) => sync::tidy_after_sync(ctx, project, &staged),
+        None => Ok(()),
+    }
 }
 
 fn save(ctx: &Context, project: &Project, lock: &Lockfile) -> Result<()> {

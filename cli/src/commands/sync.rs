@@ -104,15 +104,7 @@ pub fn run(ctx: &Context, args: &SyncArgs) -> Result<ExitCode> {
         agent: None,
     };
     let staged = run_sync(ctx, &project, &options)?;
-    // A bare sync leaves the workspace alone: links a launcher placed there (Cursor's
-    // `.cursor/agents`, agy's `.agents/plugins/agentpack-bundle`) are removed.
-    let mut links = agentpack_harness::home_layer::WorkspaceLinks::load(&staged.state_dir)?;
-    for warning in links.remove_all_except(None)? {
-        output::warn(&warning);
-    }
-    links.save()?;
-    let store = session::open_store(&project.home)?;
-    retired_homes::retire(ctx, &store, &staged);
+    tidy_after_sync(ctx, &project, &staged)?;
     if ctx.says() {
         output::info(&format!(
             "Staged mode `{}` at {}",
@@ -121,6 +113,21 @@ pub fn run(ctx: &Context, args: &SyncArgs) -> Result<ExitCode> {
         ));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What every sync that is not a launcher's does after it selected a generation: the workspace
+/// links a launcher placed (Cursor's `.cursor/agents`, agy's `.agents/plugins/agentpack-bundle`)
+/// are removed, since no agent of this command uses them, and the home layers of retired
+/// generations that nothing uses go (see [`retired_homes`]).
+pub fn tidy_after_sync(ctx: &Context, project: &Project, staged: &Staged) -> Result<()> {
+    let mut links = agentpack_harness::home_layer::WorkspaceLinks::load(&staged.state_dir)?;
+    for warning in links.remove_all_except(None)? {
+        output::warn(&warning);
+    }
+    links.save()?;
+    let store = session::open_store(&project.home)?;
+    retired_homes::retire(ctx, &store, staged);
+    Ok(())
 }
 
 /// The mode this command stages.
