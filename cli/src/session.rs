@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentpack_builders::github::GitHubConfig;
-use agentpack_builders::session::GitHubSession;
+use agentpack_builders::session::{GitHubSession, SessionError};
 use agentpack_store::{LinkMode, Store, StoreOptions};
 use anyhow::{bail, Context as _, Result};
 
@@ -57,6 +57,10 @@ pub fn github(store: &Arc<Store>) -> Result<GitHubSession> {
     );
     match GitHubSession::new(store, config) {
         Ok(session) => Ok(session),
-        Err(err) => bail!("cannot start a GitHub session: {err}"),
+        // The store's scratch space: every command that fetches or copies packages needs it.
+        Err(SessionError::Store(err)) => {
+            bail!("cannot make a working directory in the store: {err}")
+        }
+        Err(err) => bail!("cannot prepare downloads from GitHub: {err}"),
     }
 }
