@@ -445,23 +445,14 @@ impl Resolver {
         reference: &str,
         failures: &[(&str, SourceFailure)],
     ) -> ResolveError {
-        let answered_not_found = failures
-            .iter()
-            .any(|(_, f)| matches!(f, SourceFailure::NotFound(_)));
-        if answered_not_found {
+        Self::failed(module, reference, failures, |tried| {
             ResolveError::UnknownRef {
                 module: module.to_owned(),
                 repo: repo.clone(),
                 reference: reference.to_owned(),
-                tried: describe(failures),
+                tried,
             }
-        } else {
-            ResolveError::Unavailable {
-                module: module.to_owned(),
-                reference: reference.to_owned(),
-                tried: describe(failures),
-            }
-        }
+        })
     }
 
     /// The failure of a tag listing: `asked` says what was asked, in words (never a ref name).
@@ -471,16 +462,29 @@ impl Resolver {
         asked: &str,
         failures: &[(&str, SourceFailure)],
     ) -> ResolveError {
-        let answered_not_found = failures
-            .iter()
-            .any(|(_, f)| matches!(f, SourceFailure::NotFound(_)));
-        if answered_not_found {
+        Self::failed(module, asked, failures, |tried| {
             ResolveError::UnknownRepository {
                 module: module.to_owned(),
                 repo: repo.clone(),
                 asked: asked.to_owned(),
-                tried: describe(failures),
+                tried,
             }
+        })
+    }
+
+    /// `not_found` (given what was tried) when a source answered that the thing does not exist,
+    /// else [`ResolveError::Unavailable`]: nothing could be asked.
+    fn failed(
+        module: &str,
+        asked: &str,
+        failures: &[(&str, SourceFailure)],
+        not_found: impl FnOnce(String) -> ResolveError,
+    ) -> ResolveError {
+        let answered_not_found = failures
+            .iter()
+            .any(|(_, f)| matches!(f, SourceFailure::NotFound(_)));
+        if answered_not_found {
+            not_found(describe(failures))
         } else {
             ResolveError::Unavailable {
                 module: module.to_owned(),
