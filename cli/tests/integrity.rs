@@ -395,3 +395,44 @@ fn a_secret_template_is_expanded_from_the_environment_at_each_launch() {
     );
     assert_not_under(&home.agentpack_home.join("cache"), "SENTINEL");
 }
+
+/// Codex cannot rename a variable or expand a template: a reference to another variable and a
+/// store-safe template reach it through the launcher, expanded into its home layer at launch.
+#[test]
+fn codex_gets_renamed_references_and_templates_from_the_launcher() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let home = IsolatedHome::new();
+    let root = home.project.parent().unwrap().to_path_buf();
+    let bin = root.join("bin");
+    let record = root.join("record");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&record).unwrap();
+    std::fs::write(bin.join("codex"), STANDIN).unwrap();
+    std::fs::set_permissions(bin.join("codex"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_servers(
+        &home,
+        "[mcp.servers.s]\ntype = \"http\"\nurl = \"https://mcp.example.invalid/mcp\"\nheaders = { X-Pair = '${USER_A}:${USER_B}' }\n\n[mcp.servers.t]\ncommand = \"node\"\nargs = [\"s.js\"]\nenv = { TOK = '${TOK}', OTHER = '${MY_TOKEN}' }\n",
+    );
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let output = home
+        .command(&assert_cmd::cargo::cargo_bin("agentpack"), None)
+        .env("PATH", path)
+        .env("STANDIN_RECORD", &record)
+        .env("MY_TOKEN", "renamed-value")
+        .env("USER_A", "a")
+        .env("USER_B", "b")
+        .arg("codex")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("left out"), "{stderr}");
+    let seen = std::fs::read_to_string(record.join("codex.txt")).unwrap();
+    assert!(seen.contains(r#"OTHER = "renamed-value""#), "{seen}");
+    assert!(seen.contains(r#"X-Pair = "a:b""#), "{seen}");
+    assert!(seen.contains(r#"env_vars = ["TOK"]"#), "{seen}");
+}

@@ -830,11 +830,9 @@ pub fn render_toml_servers(
                     StagedValue::Reference(var) if var == *key => {
                         env_vars.push(toml::Value::from(var))
                     }
-                    StagedValue::Reference(_) | StagedValue::Template(_) => warn(format!(
-                        "env `{key}` reads another variable, which {} cannot rename; left out",
-                        agent.display_name()
-                    )),
-                    StagedValue::Secret => {
+                    // The agent cannot rename a variable or expand a template: the launcher
+                    // gives the value, expanded from its environment, in the home layer.
+                    StagedValue::Reference(_) | StagedValue::Template(_) | StagedValue::Secret => {
                         env_secret.insert(key.clone(), value.clone().into());
                     }
                 }
@@ -869,10 +867,10 @@ pub fn render_toml_servers(
                         Some(var) => {
                             table.insert("bearer_token_env_var".into(), var.to_string().into());
                         }
-                        None => warn(format!(
-                            "header `{key}` needs variable expansion, which {} does not do; left out",
-                            agent.display_name()
-                        )),
+                        // Expanded by the launcher into the home layer, like a secret.
+                        None => {
+                            secret_headers.insert(key.clone(), value.clone().into());
+                        }
                     }
                 }
                 StagedValue::Secret => {
