@@ -242,6 +242,7 @@ fn local_result(
             store.publish(&copy.cache_key, module, tree, &hash)?
         }
     };
+    store.mark_rebuildable(&copy.cache_key)?;
     let unchanged = package.commit.as_str() == copy.dirhash40
         && package.cache_key == copy.cache_key
         && package.content_hash.as_ref() == Some(&hash);

@@ -107,6 +107,10 @@ pub trait PackageStore: Sync {
     /// The filled slot of `cache_key`, unverified (locks without content hashes).
     fn slot(&self, cache_key: &CacheKey) -> Result<Option<PathBuf>, StoreAccessError>;
 
+    /// Marks the slot of `cache_key` as a copy made again from its source on every lock and sync
+    /// (path dependencies, `local/` packages): not a GC root of its own.
+    fn mark_rebuildable(&self, cache_key: &CacheKey) -> Result<(), StoreAccessError>;
+
     /// Publishes `tree` (already verified to hash to `content_hash`) and points the slot of `cache_key`
     /// at it, replacing what the slot held. Returns the published directory.
     fn publish(
@@ -186,6 +190,10 @@ impl PackageStore for Store {
 
     fn slot(&self, cache_key: &CacheKey) -> Result<Option<PathBuf>, StoreAccessError> {
         Ok(Store::slot(self, cache_key.as_str())?.map(|path| path.path().to_path_buf()))
+    }
+
+    fn mark_rebuildable(&self, cache_key: &CacheKey) -> Result<(), StoreAccessError> {
+        Ok(self.mark_slot_rebuildable(cache_key.as_str())?)
     }
 
     fn publish(

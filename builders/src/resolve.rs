@@ -851,6 +851,7 @@ impl Run<'_, '_> {
                 store.publish(&copy.cache_key, module, tree, &content_hash)?
             }
         };
+        store.mark_rebuildable(&copy.cache_key)?;
         let entry = LockedPackage {
             module: ModuleId::parse(module).map_err(|e| ResolutionError::Invalid(e.to_string()))?,
             direct: false,

@@ -437,3 +437,61 @@ fn require_verified_refuses_a_lock_without_content_hashes_and_leaves_it() {
     );
     assert_eq!(std::fs::read_to_string(&lock_path).unwrap(), stripped);
 }
+
+/// A path package is copied again from its directory on every sync, so its old copies are not
+/// kept by their slots: after three edits, gc gives back all but the copy the selected generation
+/// uses (a reviewer found 30 edits of 2 MB each that no gc could reclaim).
+#[test]
+fn gc_reclaims_old_copies_of_an_edited_path_package() {
+    let home = IsolatedHome::new();
+    let bin = assert_cmd::cargo::cargo_bin("agentpack");
+    let run = |args: &[&str]| {
+        let output = home.command(&bin, None).args(args).output().unwrap();
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let package = home.home.join("local-skill");
+    std::fs::create_dir_all(&package).unwrap();
+    let edit = |n: usize| {
+        std::fs::write(
+            package.join("SKILL.md"),
+            format!(
+                "---\nname: local-skill\ndescription: Edit {n}.\n---\n{}\n",
+                "x".repeat(n * 1000)
+            ),
+        )
+        .unwrap();
+    };
+    edit(1);
+    run(&["init", "--name", "edits"]);
+    run(&["add", package.to_str().unwrap()]);
+    for n in 2..=4 {
+        edit(n);
+        run(&["sync"]);
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&run(&["--json", "gc", "--keep-generations", "0"])).unwrap();
+    assert_eq!(report["rebuildable_slots_removed"], 3, "{report}");
+    assert_eq!(report["roots"]["rebuildable_slots_kept"], 1, "{report}");
+    let removed = report["store_paths_removed"].as_array().unwrap();
+    assert!(
+        removed
+            .iter()
+            .filter(|p| p.as_str().unwrap().contains("local-skill"))
+            .count()
+            >= 3,
+        "{report}"
+    );
+    // The selected generation still verifies, and the next sync changes nothing.
+    let before = std::fs::read_link(home.staging_root.join("modes/default")).unwrap();
+    run(&["sync", "--verify-only"]);
+    run(&["sync"]);
+    assert_eq!(
+        std::fs::read_link(home.staging_root.join("modes/default")).unwrap(),
+        before
+    );
+}

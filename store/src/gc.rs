@@ -69,6 +69,8 @@ pub struct RootCounts {
     pub temp: usize,
     /// Live leases.
     pub leases: usize,
+    /// Rebuildable slots (path and `local/` packages; not roots) whose copy something else keeps.
+    pub rebuildable_slots_kept: usize,
 }
 
 /// What GC did (or, with `dry_run`, would do).
@@ -91,6 +93,8 @@ pub struct GcReport {
     /// Stale roots removed (dangling slots, vanished pointers of this host, dead temp roots, stale
     /// leases, roots of hosts not seen for [`HOST_ROOT_TTL`](crate::HOST_ROOT_TTL)).
     pub stale_roots_removed: usize,
+    /// Rebuildable slots (path and `local/` packages) removed with their unused copy.
+    pub rebuildable_slots_removed: usize,
     /// Leftovers of interrupted builds removed from `.tmp/`, plus orphaned metadata files.
     pub leftovers_removed: usize,
     /// What could not be deleted (e.g. another user's files in a shared store; run GC as the store's
@@ -112,6 +116,7 @@ pub fn gc(store: &Store, options: GcOptions) -> Result<GcReport> {
     let dry = options.dry_run;
     let mut roots: BTreeSet<StorePathName> = BTreeSet::new();
     let mut blob_roots: HashSet<String> = HashSet::new();
+    let mut rebuildable: Vec<(String, StorePathName)> = Vec::new();
 
     // Slots.
     for entry in fs_err::read_dir(&store.cache_dir).ctx("list", &store.cache_dir)? {
@@ -123,6 +128,10 @@ pub fn gc(store: &Store, options: GcOptions) -> Result<GcReport> {
             continue;
         }
         match store.slot_state(&key) {
+            Ok(crate::SlotState::Linked(path)) if store.slot_is_rebuildable(&key) => {
+                // Not a root: a generation that uses it keeps it (see `mark_slot_rebuildable`).
+                rebuildable.push((key, path.name().clone()));
+            }
             Ok(crate::SlotState::Linked(path)) => {
                 roots.insert(path.name().clone());
                 report.roots.slots += 1;
@@ -301,6 +310,17 @@ pub fn gc(store: &Store, options: GcOptions) -> Result<GcReport> {
         metas.insert(name, meta);
     }
     report.store_paths_kept = live.len();
+    // Rebuildable slots whose copy nothing uses any more go with it.
+    for (key, name) in &rebuildable {
+        if live.contains(name) {
+            report.roots.rebuildable_slots_kept += 1;
+        } else {
+            report.rebuildable_slots_removed += 1;
+            if !dry {
+                store.drop_rebuildable_slot(key);
+            }
+        }
+    }
 
     // Blobs the live paths use.
     let mut live_blobs: HashSet<String> = blob_roots;

@@ -54,6 +54,9 @@ pub(crate) const GENERATIONS: &str = "generations";
 pub(crate) const HOSTS: &str = "hosts";
 pub(crate) const TEMPROOTS: &str = "temproots";
 pub(crate) const LEASES: &str = "leases";
+/// Under the cache directory: one empty file per rebuildable slot (see
+/// [`Store::mark_slot_rebuildable`]).
+const REBUILDABLE_DIR: &str = ".rebuildable";
 const INDEX: &str = "index";
 const LOCK: &str = "lock";
 
@@ -551,6 +554,37 @@ impl Store {
             },
             SlotState::Missing | SlotState::Dangling(_) | SlotState::Foreign(_) => Ok(None),
         }
+    }
+
+    /// Marks slot `cache_key` as rebuildable: its content is a copy agentpack makes again from a
+    /// source on disk (a path dependency, a `local/` mirror package) on every lock and sync, so the
+    /// slot is not a GC root. What a generation uses stays through the generation's references; older
+    /// copies become collectable, and GC then removes the slot too.
+    pub fn mark_slot_rebuildable(&self, cache_key: &str) -> Result<()> {
+        self.slot_path(cache_key)?;
+        let dir = self.cache_dir.join(REBUILDABLE_DIR);
+        if !dir.is_dir() {
+            fs_err::create_dir_all(&dir).ctx("create", &dir)?;
+        }
+        let marker = dir.join(cache_key);
+        if std::fs::symlink_metadata(&marker).is_err() {
+            fs_err::write(&marker, b"").ctx("write", &marker)?;
+        }
+        Ok(())
+    }
+
+    /// Whether slot `cache_key` was marked with [`Store::mark_slot_rebuildable`].
+    pub(crate) fn slot_is_rebuildable(&self, cache_key: &str) -> bool {
+        self.cache_dir
+            .join(REBUILDABLE_DIR)
+            .join(cache_key)
+            .is_file()
+    }
+
+    /// Removes slot `cache_key` and its rebuildable mark (GC, once its store path is gone).
+    pub(crate) fn drop_rebuildable_slot(&self, cache_key: &str) {
+        let _ = std::fs::remove_file(self.cache_dir.join(cache_key));
+        let _ = std::fs::remove_file(self.cache_dir.join(REBUILDABLE_DIR).join(cache_key));
     }
 
     /// Point slot `cache_key` at `path` atomically (temp symlink + rename). A legacy slot directory is
