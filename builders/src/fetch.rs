@@ -171,7 +171,8 @@ fn fetch_one(
         if let Some(slot) = store.slot(&package.cache_key)? {
             return Ok(One::Unverified(slot, false));
         }
-        let hash = download_normalized(fetcher, store, module, &repo, commit, &package.path, tree)?;
+        let hash = download_normalized(fetcher, store, module, &repo, commit, &package.path, tree)?
+            .content_hash;
         let slot = store.publish(&package.cache_key, module, tree, &hash)?;
         return Ok(One::Unverified(slot, true));
     };

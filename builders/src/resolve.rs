@@ -750,7 +750,7 @@ impl Run<'_, '_> {
             }
         }
         let tree = self.next_dir("github");
-        let hash = download_normalized(
+        let downloaded = download_normalized(
             self.env.fetcher,
             store,
             module,
@@ -759,6 +759,8 @@ impl Run<'_, '_> {
             &path,
             &tree,
         )?;
+        self.warnings.extend(downloaded.warnings(module));
+        let hash = downloaded.content_hash;
         if let Some(expected) = &expected {
             if let TreeMatch::Mismatch { actual } = store.verify_tree(&tree, expected)? {
                 return Err(ResolutionError::FetchedMismatch {
@@ -938,6 +940,28 @@ fn parse_dependencies_only(text: &str, path: &Path) -> Result<Manifest, String> 
     Manifest::parse(&rendered, path).map_err(|e| e.to_string())
 }
 
+/// A GitHub package as downloaded: its content hash, and the links that could not be kept.
+pub struct Downloaded {
+    pub content_hash: ContentHash,
+    /// Package-relative paths of symbolic links written as empty files (absolute, or leaving the
+    /// package), as the extraction rule says.
+    pub links_emptied: Vec<String>,
+}
+
+impl Downloaded {
+    /// One warning per emptied link, naming the package and the link.
+    pub fn warnings(&self, module: &str) -> Vec<String> {
+        self.links_emptied
+            .iter()
+            .map(|link| {
+                format!(
+                    "{module}: symbolic link {link} is absolute or leaves the package; not followed: the copy holds an empty file in its place\n  fix  ask the package's author to link inside the package with a relative path"
+                )
+            })
+            .collect()
+    }
+}
+
 /// Downloads (once per repo and commit), copies, normalizes and hashes one GitHub package into `tree`.
 pub fn download_normalized(
     fetcher: &SnapshotFetcher,
@@ -947,9 +971,25 @@ pub fn download_normalized(
     commit: &str,
     path: &str,
     tree: &Path,
-) -> Result<ContentHash, ResolutionError> {
-    fetcher.fetch_package(repo, commit, path, tree)?;
+) -> Result<Downloaded, ResolutionError> {
+    let copied = fetcher.fetch_package(repo, commit, path, tree)?;
     let snapshot = fetcher.snapshot(repo, commit)?;
+    // Links emptied when the archive was extracted (repository-relative), and when the package was
+    // copied out of it (package-relative: they left the package).
+    let prefix = if path.is_empty() {
+        String::new()
+    } else {
+        format!("{}/", path.trim_end_matches('/'))
+    };
+    let mut links_emptied: Vec<String> = snapshot
+        .report
+        .links_emptied
+        .iter()
+        .filter_map(|link| link.strip_prefix(&prefix).map(str::to_owned))
+        .chain(copied.links_emptied)
+        .collect();
+    links_emptied.sort();
+    links_emptied.dedup();
     normalize::normalize_package(
         tree,
         &NormalizeContext {
@@ -959,5 +999,8 @@ pub fn download_normalized(
             inline_manifest: None,
         },
     )?;
-    Ok(store.hash_tree(tree)?)
+    Ok(Downloaded {
+        content_hash: store.hash_tree(tree)?,
+        links_emptied,
+    })
 }

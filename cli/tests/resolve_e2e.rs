@@ -612,3 +612,28 @@ fn add_refuses_a_second_source_under_a_taken_name() {
     );
     assert_eq!((world.manifest(), world.lock()), (manifest, lock));
 }
+
+/// A GitHub package's links that are absolute or leave the package become empty files (the
+/// extraction rule), and `add` names each one, like it does for a path package.
+#[test]
+fn a_github_package_names_the_links_it_could_not_keep() {
+    let world = World::new();
+    let repo = world.github().repo("acme", "linky");
+    skill(&repo, "skills/demo", "demo");
+    skill(&repo, "shared/other", "other");
+    repo.symlink("skills/demo/escape", "/etc/hostname");
+    repo.symlink("skills/demo/outside", "../../shared/other");
+    repo.symlink("skills/demo/inside", "SKILL.md");
+    repo.commit("links");
+    world.ok(&["init", "--name", "demo"]);
+    let stderr = world.ok(&["add", "acme/linky/skills/demo"]);
+    assert!(
+        stderr.contains("symbolic link escape is absolute or leaves the package"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("symbolic link outside is absolute or leaves the package"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("symbolic link inside"), "{stderr}");
+}
