@@ -495,3 +495,28 @@ fn gc_reclaims_old_copies_of_an_edited_path_package() {
         before
     );
 }
+
+/// Deleting a mode takes its pointer and its history with it, so `gc` can collect its generations.
+#[test]
+fn a_deleted_modes_generations_can_be_collected() {
+    let project = Project::synced();
+    project.ok(&["mode", "create", "review", "--base", "none"]);
+    project.ok(&["--mode", "review", "sync"]);
+    let pointers: Vec<_> = std::fs::read_dir(project.home.staging_root.join("modes"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("review-"))
+        .collect();
+    assert_eq!(pointers.len(), 1, "{pointers:?}");
+    project.ok(&["mode", "delete", "review"]);
+    assert!(!project
+        .home
+        .staging_root
+        .join("modes")
+        .join(&pointers[0])
+        .exists());
+    let report = project.ok(&["gc", "--json"]);
+    assert!(report.contains("generation-review-"), "{report}");
+    // The default mode is untouched.
+    project.ok(&["sync", "--verify-only"]);
+}

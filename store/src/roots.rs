@@ -353,6 +353,22 @@ impl Store {
         write_symlink_atomically(&target, &link)
     }
 
+    /// Forgets `history` on this host (a deleted mode): its entries stop being roots, so GC can
+    /// collect the generations no other root keeps. Other hosts' entries stay theirs.
+    pub fn remove_generation_history(&self, history: &str) -> Result<()> {
+        let dir = self.history_dir(history);
+        let host_dir = dir.join(format!("{HOST_DIR_PREFIX}{}", self.host_id));
+        let _lock = self.lock(LockKind::Shared)?;
+        match std::fs::remove_dir_all(&host_dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::io("remove", &host_dir, e)),
+        }
+        // The directory goes too once no host has entries in it.
+        let _ = std::fs::remove_dir(&dir);
+        Ok(())
+    }
+
     /// The generations of `history` recorded on this host (and those recorded before entries named
     /// their host), newest first. A generation may appear more than once (after a rollback).
     pub fn generation_history(&self, history: &str) -> Result<Vec<GenerationRoot>> {

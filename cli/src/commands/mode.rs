@@ -158,7 +158,21 @@ pub fn run(ctx: &Context, args: &ModeArgs) -> Result<ExitCode> {
                 &project.manifest_path,
                 document.to_string().as_bytes(),
             )?;
-            if ctx.says() {
+            // A deleted mode's pointer would stay a GC root for its last generation: it goes too
+            // (the store paths themselves are for `agentpack gc`).
+            if let ModeCommand::Delete { name } = &args.command {
+                let mode_dir = keys::mode_dir_component(name);
+                let pointer = ModePointer::new(&project.staging_root, &mode_dir);
+                let store = session::open_store(&project.home)?;
+                store.remove_generation_history(&history_name(&project, &mode_dir))?;
+                if std::fs::symlink_metadata(pointer.path()).is_ok_and(|m| m.is_symlink()) {
+                    store.remove_indirect_root(pointer.path())?;
+                    fs_err::remove_file(pointer.path())?;
+                }
+                if ctx.says() {
+                    output::info(&format!("{said}; `agentpack gc` removes its generations"));
+                }
+            } else if ctx.says() {
                 output::info(&format!("{said}; run `agentpack sync` to stage it"));
             }
             Ok(ExitCode::SUCCESS)
