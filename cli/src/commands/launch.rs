@@ -143,7 +143,7 @@ fn launch_with_lease(
     for warning in &prepared.warnings {
         output::warn(warning);
     }
-    retired_homes::retire(ctx, store, staged);
+    retired_homes::retire(ctx, store, staged, retired_homes::Reach::ThisProject);
     let settings = if agent == Agent::Claude {
         let file = launch::claude_bundle(&staged.generation).join("agentpack-settings.json");
         let text = fs_err::read_to_string(&file).with_context(|| {

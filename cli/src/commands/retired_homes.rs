@@ -1,9 +1,7 @@
 //! Retiring home layers after a sync or a launch: the layers of this project's and mode's
-//! generations that no launch uses any more are removed, and the Codex homes of projects that are
-//! gone.
-//!
-//! Staging trees at the default location (`<temp>/agentpack-<hash>/`) of projects that are gone
-//! are removed too.
+//! generations that no launch uses any more are removed. A sync also removes the Codex homes and
+//! the default-location staging trees (`<temp>/agentpack-<hash>/`) of projects that are gone; a
+//! launch does not list those shared directories ([`Reach`]).
 //!
 //! A layer is in use while a live lease holds its generation (a wrapped agent runs from it) or,
 //! for Codex, while the generation's daemon has loaded threads; an idle retired daemon is stopped
@@ -26,9 +24,18 @@ use crate::output;
 /// Where Codex homes go when `AGENTPACK_STAGING_ROOT` leaves no room for the socket path.
 const DEFAULT_CODEX_BASE: &str = "/var/tmp";
 
+/// How far a clean-up looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// This project's and mode's layers only (a launch: nothing on its hot path lists `/tmp`).
+    ThisProject,
+    /// Also the Codex homes and default staging roots of projects that no longer exist (a sync).
+    AlsoGoneProjects,
+}
+
 /// Removes what no launch uses any more and prints what it did; never fails.
-pub fn retire(ctx: &Context, store: &Store, staged: &Staged) {
-    match prune(store, staged) {
+pub fn retire(ctx: &Context, store: &Store, staged: &Staged, reach: Reach) {
+    match prune(store, staged, reach) {
         Ok(report) => {
             if ctx.says() {
                 for home in &report.stopped_daemons {
@@ -111,7 +118,7 @@ fn prune_orphan_staging_trees(temp: &Path) -> Vec<PathBuf> {
     removed
 }
 
-fn prune(store: &Store, staged: &Staged) -> Result<PruneReport> {
+fn prune(store: &Store, staged: &Staged, reach: Reach) -> Result<PruneReport> {
     let mut keep: BTreeSet<String> = BTreeSet::new();
     keep.insert(home_layer::generation_id(&staged.generation));
     for (lease, state) in store.leases()? {
@@ -144,6 +151,9 @@ fn prune(store: &Store, staged: &Staged) -> Result<PruneReport> {
         &keep,
         &policy,
     )?;
+    if reach == Reach::ThisProject {
+        return Ok(report);
+    }
     // Codex homes of projects that no longer exist, wherever they were put.
     for base in staging_override
         .as_deref()

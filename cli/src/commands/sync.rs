@@ -126,7 +126,7 @@ pub fn tidy_after_sync(ctx: &Context, project: &Project, staged: &Staged) -> Res
     }
     links.save()?;
     let store = session::open_store(&project.home)?;
-    retired_homes::retire(ctx, &store, staged);
+    retired_homes::retire(ctx, &store, staged, retired_homes::Reach::AlsoGoneProjects);
     Ok(())
 }
 
