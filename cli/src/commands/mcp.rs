@@ -14,7 +14,6 @@ use std::process::ExitCode;
 
 use agentpack_builders::generation::{merged_mcp_servers, GenerationInputs, LockedPackageInput};
 use agentpack_builders::mcp_lock::{self, definition_digest, McpLockOptions};
-use agentpack_builders::package_store::{PackageStore as _, SlotCheck};
 use agentpack_harness::mcp::McpSource;
 use agentpack_harness::{MergedServer, ModeFilter};
 use agentpack_lockfile::{
@@ -141,8 +140,8 @@ fn parse_env(pairs: &[String]) -> Result<IndexMap<String, String>> {
 }
 
 /// The servers the project's generations merge, as their sources define them: every package's
-/// (read from its verified cache entry), then `[mcp.servers]`, then `./.agents/mcp.json` (later
-/// wins), over every mode: the merge `sync` stages. A package without a verified cache entry is
+/// (read from its cache entry), then `[mcp.servers]`, then `./.agents/mcp.json` (later
+/// wins), over every mode: the merge `sync` stages. A package without a cache entry is
 /// named in a warning and its servers are missing. Reads only; never contacts a registry.
 fn merged_servers(
     project: &Project,
@@ -154,16 +153,11 @@ fn merged_servers(
     let mut packages = Vec::new();
     for package in &lock.packages {
         let module = package.module.as_str();
-        let store_path = match &package.content_hash {
-            Some(expected) => match store.check_slot(&package.cache_key, expected)? {
-                SlotCheck::Verified(slot) => store.store_path_of(&slot),
-                SlotCheck::Missing | SlotCheck::Mismatch { .. } => None,
-            },
-            None => store.slot(package.cache_key.as_str())?,
-        };
-        let Some(store_path) = store_path else {
+        // Read-only store paths: reading definitions needs no re-hash (sync verifies what it
+        // stages), so `mcp add`, `remove` and `list` do not hash every package again.
+        let Some(store_path) = store.slot(package.cache_key.as_str())? else {
             warnings.push(format!(
-                "{module} has no verified cache entry; its MCP servers are not listed\n  fix  run `agentpack sync` (or `agentpack sync --repair`)"
+                "{module} has no cache entry; its MCP servers are not listed\n  fix  run `agentpack sync`"
             ));
             continue;
         };
