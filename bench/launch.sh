@@ -7,6 +7,8 @@
 #
 # Usage: bench/launch.sh                   (from anywhere; builds with the bench profile)
 #   AGENTPACK_BENCH_RUNS=21                interleaved runs per side
+#   AGENTPACK_BENCH_ONLY_SYNC=1            only the no-op sync vs launch fast path table (10 and 100
+#                                          path packages)
 # Prints a Markdown table; paste it into docs/src/benchmarks-launch.md with the command line.
 set -euo pipefail
 cd "$(dirname "$0")/.."

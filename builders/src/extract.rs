@@ -7,6 +7,15 @@
 //! non-UTF-8 names, hard links, devices, FIFOs and other special entries, entries whose declared size
 //! runs past the end of the archive, and archives without exactly one top-level directory.
 //!
+//! A regular entry that was executable upstream (tar header mode with an execute bit, git mode
+//! `100755`, a path package's file mode) is still written 0644, so the tree hashes with `f` records as
+//! the docs say; its path is recorded in [`ExtractReport::executables`], which the store keeps beside
+//! the package so that staged copies get the execute bit.
+//!
+//! A writer made [`SafeTreeWriter::with_limits`] (every download) also stops at the entry and
+//! extracted-size caps, and [`extract_github_tarball_limited`] checks the compression ratio while
+//! decompressing; a crossed limit is [`ExtractError::Limit`].
+//!
 //! It owns one directory (the writer's root) and must never write outside it or follow a link.
 
 use std::collections::BTreeSet;
@@ -15,6 +24,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use tar::EntryType;
+
+use crate::limits::{self, CountingReader, LimitExceeded, LimitKind, Limits, RatioGuard};
 
 /// Mode of every regular file extraction writes.
 pub const FILE_MODE: u32 = 0o644;
@@ -92,6 +103,9 @@ pub enum ExtractError {
         /// Entry name.
         name: String,
     },
+    /// The archive crossed a limit (extracted bytes, entries, compression ratio).
+    #[error(transparent)]
+    Limit(#[from] LimitExceeded),
 }
 
 /// What an extraction did besides writing files.
@@ -103,6 +117,8 @@ pub struct ExtractReport {
     pub links_kept: usize,
     /// Links written as empty files (absolute or leaving the tree), by path.
     pub links_emptied: Vec<String>,
+    /// Regular files that were executable in the source (written 0644 all the same), by path.
+    pub executables: BTreeSet<String>,
 }
 
 /// Is `target`, a link at `link_path` (relative, `/`-separated), a clean relative path that stays inside
@@ -157,6 +173,10 @@ pub struct SafeTreeWriter {
     links: BTreeSet<String>,
     dirs: BTreeSet<String>,
     report: ExtractReport,
+    /// Entry and byte caps, with what is being written (for messages); `None`: unbounded.
+    bounds: Option<(Limits, String)>,
+    entries_written: u64,
+    bytes_written: u64,
 }
 
 fn io(path: &Path, source: std::io::Error) -> ExtractError {
@@ -175,7 +195,33 @@ impl SafeTreeWriter {
             links: BTreeSet::new(),
             dirs: BTreeSet::new(),
             report: ExtractReport::default(),
+            bounds: None,
+            entries_written: 0,
+            bytes_written: 0,
         })
+    }
+
+    /// Bounds this writer by `limits` (entries and extracted bytes); `what` names the source in
+    /// messages (`the tarball of github.com/o/r at <commit>`).
+    pub fn with_limits(mut self, limits: Limits, what: impl Into<String>) -> SafeTreeWriter {
+        self.bounds = Some((limits, what.into()));
+        self
+    }
+
+    /// Counts one more entry against the entry cap.
+    fn count_entry(&mut self) -> Result<(), ExtractError> {
+        self.entries_written += 1;
+        if let Some((limits, what)) = &self.bounds {
+            if self.entries_written > limits.max_files {
+                return Err(ExtractError::Limit(LimitExceeded::new(
+                    limits,
+                    LimitKind::Files,
+                    what.clone(),
+                    format!("holds more than {} entries", limits.max_files),
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The root directory.
@@ -266,6 +312,7 @@ impl SafeTreeWriter {
 
     /// A directory (also created implicitly by entries below it).
     pub fn dir(&mut self, name: &str) -> Result<(), ExtractError> {
+        self.count_entry()?;
         self.prepare(name, true)?;
         Ok(())
     }
@@ -273,6 +320,7 @@ impl SafeTreeWriter {
     /// A regular file with `contents`, written 0644.
     /// Returns the number of bytes written.
     pub fn file(&mut self, name: &str, contents: &mut dyn Read) -> Result<u64, ExtractError> {
+        self.count_entry()?;
         let Some((_, destination)) = self.prepare(name, false)? else {
             return Err(ExtractError::Conflict {
                 name: name.to_owned(),
@@ -283,15 +331,59 @@ impl SafeTreeWriter {
             .create_new(true)
             .open(&destination)
             .map_err(|e| io(&destination, e))?;
-        let written = std::io::copy(contents, &mut file).map_err(|e| io(&destination, e))?;
+        let written = match &self.bounds {
+            None => std::io::copy(contents, &mut file),
+            Some((limits, what)) => {
+                let room = limits
+                    .max_extracted_bytes
+                    .saturating_sub(self.bytes_written);
+                let crossing = LimitExceeded::new(
+                    limits,
+                    LimitKind::ExtractedSize,
+                    what.clone(),
+                    format!(
+                        "unpacks to more than {} (at {name})",
+                        limits.describe(LimitKind::ExtractedSize)
+                    ),
+                );
+                std::io::copy(
+                    &mut limits::CappedReader::new(contents, room, crossing),
+                    &mut file,
+                )
+            }
+        }
+        .map_err(|e| match LimitExceeded::find(&e) {
+            Some(limit) => ExtractError::Limit(limit.clone()),
+            None => io(&destination, e),
+        })?;
+        self.bytes_written += written;
         file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
             .map_err(|e| io(&destination, e))?;
         self.report.files += 1;
         Ok(written)
     }
 
+    /// A regular file like [`SafeTreeWriter::file`]; `executable` says whether the source had an
+    /// execute bit, recorded in [`ExtractReport::executables`] (the file is written 0644 all the same).
+    pub fn file_from_source(
+        &mut self,
+        name: &str,
+        contents: &mut dyn Read,
+        executable: bool,
+    ) -> Result<u64, ExtractError> {
+        let written = self.file(name, contents)?;
+        let clean = clean_relative(name)?;
+        if executable {
+            self.report.executables.insert(clean);
+        } else {
+            self.report.executables.remove(&clean);
+        }
+        Ok(written)
+    }
+
     /// A symbolic link: kept when [`link_stays_inside`], else written as an empty regular file.
     pub fn symlink(&mut self, name: &str, target: &str) -> Result<(), ExtractError> {
+        self.count_entry()?;
         let Some((clean, destination)) = self.prepare(name, false)? else {
             return Err(ExtractError::Conflict {
                 name: name.to_owned(),
@@ -324,18 +416,51 @@ fn entry_name(bytes: &[u8]) -> Result<String, ExtractError> {
 }
 
 /// Extracts a gzip tar (a GitHub tarball) into `destination`, dropping its single top-level directory.
+/// Unbounded: for archives already known to be small; downloads use [`extract_github_tarball_limited`].
 pub fn extract_github_tarball(
     gzip_tar: impl Read,
     destination: &Path,
 ) -> Result<ExtractReport, ExtractError> {
-    let mut writer = SafeTreeWriter::new(destination)?;
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(gzip_tar));
+    let writer = SafeTreeWriter::new(destination)?;
+    extract_into(flate2::read::GzDecoder::new(gzip_tar), writer)
+}
+
+/// [`extract_github_tarball`] within `limits`: entries, extracted bytes and the compression ratio
+/// (checked while decompressing, so a decompression bomb stops early).
+pub fn extract_github_tarball_limited(
+    gzip_tar: impl Read,
+    destination: &Path,
+    limits: &Limits,
+) -> Result<ExtractReport, ExtractError> {
+    let what = "the downloaded archive";
+    let writer = SafeTreeWriter::new(destination)?.with_limits(*limits, what);
+    let (counted, compressed) = CountingReader::new(gzip_tar);
+    let guarded = RatioGuard::new(
+        flate2::read::GzDecoder::new(counted),
+        compressed,
+        *limits,
+        what,
+    );
+    extract_into(guarded, writer)
+}
+
+/// The archive error of a tar read: a limit crossed while decompressing, or corruption.
+fn archive_error(source: std::io::Error) -> ExtractError {
+    match LimitExceeded::find(&source) {
+        Some(limit) => ExtractError::Limit(limit.clone()),
+        None => ExtractError::Archive { source },
+    }
+}
+
+fn extract_into(
+    tar_stream: impl Read,
+    mut writer: SafeTreeWriter,
+) -> Result<ExtractReport, ExtractError> {
+    let mut archive = tar::Archive::new(tar_stream);
     let mut top_level: Option<String> = None;
-    let entries = archive
-        .entries()
-        .map_err(|source| ExtractError::Archive { source })?;
+    let entries = archive.entries().map_err(archive_error)?;
     for entry in entries {
-        let mut entry = entry.map_err(|source| ExtractError::Archive { source })?;
+        let mut entry = entry.map_err(archive_error)?;
         let kind = entry.header().entry_type();
         if matches!(
             kind,
@@ -368,9 +493,15 @@ pub fn extract_github_tarball(
             EntryType::Directory => writer.dir(&rest)?,
             EntryType::Regular | EntryType::Continuous => {
                 let declared = entry.header().size().unwrap_or(0);
+                let executable = entry.header().mode().is_ok_and(|mode| mode & 0o111 != 0);
                 let written = writer
-                    .file(&rest, &mut entry)
+                    .file_from_source(&rest, &mut entry, executable)
                     .map_err(|error| match error {
+                        ExtractError::Io { source, .. }
+                            if LimitExceeded::find(&source).is_some() =>
+                        {
+                            archive_error(source)
+                        }
                         ExtractError::Io { source, .. }
                             if source.kind() == std::io::ErrorKind::UnexpectedEof =>
                         {
@@ -432,6 +563,17 @@ pub fn copy_package_tree(
     package_path: &str,
     destination: &Path,
 ) -> Result<ExtractReport, ExtractError> {
+    copy_package_tree_with_executables(snapshot, package_path, destination, &BTreeSet::new())
+}
+
+/// [`copy_package_tree`] of a snapshot whose [`ExtractReport::executables`] are
+/// `snapshot_executables` (relative to the snapshot root): those inside the package are the copy's.
+pub fn copy_package_tree_with_executables(
+    snapshot: &Path,
+    package_path: &str,
+    destination: &Path,
+    snapshot_executables: &BTreeSet<String>,
+) -> Result<ExtractReport, ExtractError> {
     let clean = clean_relative(package_path)?;
     let source_root = if clean.is_empty() {
         snapshot.to_path_buf()
@@ -470,7 +612,13 @@ pub fn copy_package_tree(
             writer.symlink(relative, &target)?;
         } else if file_type.is_file() {
             let mut file = fs_err::File::open(entry.path()).map_err(|e| io(entry.path(), e))?;
-            writer.file(relative, &mut file)?;
+            let in_snapshot = if clean.is_empty() {
+                relative.to_owned()
+            } else {
+                format!("{clean}/{relative}")
+            };
+            let executable = snapshot_executables.contains(&in_snapshot);
+            writer.file_from_source(relative, &mut file, executable)?;
         } else {
             return Err(ExtractError::SpecialFile {
                 name: relative.to_owned(),

@@ -5,9 +5,12 @@
 //! from a download (once per repository and commit), normalized and verified before it is published.
 //! Path and `local/` packages are re-copied every time; their new pins are returned for the lock.
 //! Locks without content hashes (version 2) still load: their packages are fetched unverified and
-//! named in a warning. Never rewrites the lock and never prints.
+//! named in a warning. Work directories that killed runs left in the store's `.tmp` (partial
+//! downloads, half-extracted trees) are removed first ([`crate::leftovers`]). Never rewrites the
+//! lock and never prints.
 
 use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use agentpack_lockfile::lock::{LockedPackage, Lockfile};
@@ -56,6 +59,8 @@ pub struct FetchOutcome {
     pub unverified: Vec<String>,
     /// Other warnings.
     pub warnings: Vec<String>,
+    /// Work directories of dead processes removed from the store's `.tmp` (see [`crate::leftovers`]).
+    pub leftovers_removed: Vec<PathBuf>,
 }
 
 enum One {
@@ -78,6 +83,8 @@ pub fn fetch_lock(
     lock.check_integrity()
         .map_err(|e| ResolutionError::Invalid(e.to_string()))?;
     let scratch = store.scratch()?;
+    // Our own work directory sits in the store's `.tmp`: leftovers of killed runs sit beside it.
+    let swept = crate::leftovers::sweep_beside(scratch.path());
     let results: Vec<(String, Result<One, ResolutionError>, Vec<String>)> = lock
         .packages
         .par_iter()
@@ -96,7 +103,11 @@ pub fn fetch_lock(
             (package.module.as_str().to_owned(), result, warnings)
         })
         .collect();
-    let mut outcome = FetchOutcome::default();
+    let mut outcome = FetchOutcome {
+        leftovers_removed: swept.removed,
+        warnings: swept.warnings,
+        ..FetchOutcome::default()
+    };
     for (module, result, warnings) in results {
         outcome.warnings.extend(warnings);
         let slot = match result? {
@@ -142,12 +153,15 @@ fn fetch_local(
             // The directory is gone on this machine: the locked slot still serves, if it verifies.
             if let Some(expected) = &package.content_hash {
                 if let SlotCheck::Verified(slot) = store.check_slot(&package.cache_key, expected)? {
+                    tracing::debug!(module, dir = %source.display(), "source: the locked cache slot (the directory is missing here)");
                     return Ok(Some((One::Verified(slot), Vec::new())));
                 }
             }
         }
+        tracing::debug!(module, dir = %source.display(), "source: the path package's directory");
         local_package::copy_path_package(module, &source, tree)?
     } else if let Some(spec) = package.url.strip_prefix("local:") {
+        tracing::debug!(module, spec, "source: the local/ mirror");
         local_package::copy_local_mirror_package(module, agentpack_home, spec, tree)?
     } else {
         return Ok(None);
@@ -169,15 +183,26 @@ fn fetch_one(
     let commit = package.commit.as_str();
     let Some(expected) = &package.content_hash else {
         if let Some(slot) = store.slot(&package.cache_key)? {
+            tracing::debug!(
+                module,
+                "source: the cache slot (no content hash to check it against)"
+            );
             return Ok(One::Unverified(slot, false));
         }
-        let hash = download_normalized(fetcher, store, module, &repo, commit, &package.path, tree)?
-            .content_hash;
-        let slot = store.publish(&package.cache_key, module, tree, &hash)?;
+        tracing::debug!(
+            module,
+            commit,
+            "source: GitHub (no content hash, no cache slot)"
+        );
+        let downloaded =
+            download_normalized(fetcher, store, module, &repo, commit, &package.path, tree)?;
+        let slot = store.publish(&package.cache_key, module, tree, &downloaded.content_hash)?;
+        store.record_executables(&slot, &downloaded.executables)?;
         return Ok(One::Unverified(slot, true));
     };
-    let download_verified = |tree: &Path| -> Result<(), ResolutionError> {
-        download_normalized(fetcher, store, module, &repo, commit, &package.path, tree)?;
+    let download_verified = |tree: &Path| -> Result<BTreeSet<String>, ResolutionError> {
+        let downloaded =
+            download_normalized(fetcher, store, module, &repo, commit, &package.path, tree)?;
         if let TreeMatch::Mismatch { actual } = store.verify_tree(tree, expected)? {
             return Err(ResolutionError::FetchedMismatch {
                 module: module.to_owned(),
@@ -186,13 +211,18 @@ fn fetch_one(
                 commit: commit.to_owned(),
             });
         }
-        Ok(())
+        Ok(downloaded.executables)
     };
     match store.check_slot(&package.cache_key, expected)? {
-        SlotCheck::Verified(slot) => Ok(One::Verified(slot)),
+        SlotCheck::Verified(slot) => {
+            tracing::debug!(module, slot = %slot.display(), "source: the verified cache slot");
+            Ok(One::Verified(slot))
+        }
         SlotCheck::Mismatch { path, actual } if options.repair => {
-            download_verified(tree)?;
+            tracing::debug!(module, commit, cache = %path.display(), "source: GitHub, repairing a cache slot that does not match the lock");
+            let executables = download_verified(tree)?;
             let new_slot = store.publish_repairing(&package.cache_key, module, tree, expected)?;
+            store.record_executables(&new_slot, &executables)?;
             Ok(One::Repaired(
                 new_slot,
                 Repaired {
@@ -211,13 +241,11 @@ fn fetch_one(
             commit: commit.to_owned(),
         }),
         SlotCheck::Missing => {
-            download_verified(tree)?;
-            Ok(One::Downloaded(store.publish(
-                &package.cache_key,
-                module,
-                tree,
-                expected,
-            )?))
+            tracing::debug!(module, commit, "source: GitHub (no cache slot)");
+            let executables = download_verified(tree)?;
+            let slot = store.publish(&package.cache_key, module, tree, expected)?;
+            store.record_executables(&slot, &executables)?;
+            Ok(One::Downloaded(slot))
         }
     }
 }
@@ -229,7 +257,7 @@ fn local_result(
     tree: &Path,
 ) -> Result<One, ResolutionError> {
     let module = package.module.as_str();
-    normalize::normalize_package(
+    let normalized = normalize::normalize_package(
         tree,
         &NormalizeContext {
             module,
@@ -243,6 +271,10 @@ fn local_result(
             store.publish(&copy.cache_key, module, tree, &hash)?
         }
     };
+    store.record_executables(
+        &slot,
+        &normalized.with_copied_executables(&copy.executables),
+    )?;
     store.mark_rebuildable(&copy.cache_key)?;
     let unchanged = package.commit.as_str() == copy.dirhash40
         && package.cache_key == copy.cache_key

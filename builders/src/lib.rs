@@ -11,7 +11,9 @@
 //! - [`resolve`]: manifest + old lock + update policy -> new lock (transitive, conflicts, pins kept);
 //! - [`fetch`]: every locked package into a verified store slot (`--repair`);
 //! - [`plugin_add`]: `add <marketplace> --plugin <name>` -> module id and pin;
-//! - [`session`] and [`package_store`]: one command's GitHub session and the seam to the store.
+//! - [`session`] and [`package_store`]: one command's GitHub session and the seam to the store;
+//! - [`limits`]: timeouts and size caps of every download and extraction; [`leftovers`]: work
+//!   directories of dead processes in the store's `.tmp`, removed by the next sync.
 //!
 //! Staging: [`generation`] (the generation builder).
 //!
@@ -21,6 +23,8 @@ pub mod extract;
 pub mod fetch;
 pub mod generation;
 pub mod github;
+pub mod leftovers;
+pub mod limits;
 pub mod local_package;
 pub mod marketplace;
 pub mod mcp_lock;

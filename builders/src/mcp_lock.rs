@@ -45,6 +45,8 @@ pub struct McpLockOptions {
     pub npm: Option<PathBuf>,
     /// The environment's `npm_config_registry` (the caller reads the environment).
     pub environment_registry: Option<String>,
+    /// Timeouts and size caps of registry requests.
+    pub limits: crate::limits::Limits,
 }
 
 /// What [`record`] produced.
@@ -148,10 +150,13 @@ pub fn record(
     Ok(outcome)
 }
 
-fn client_of(slot: &mut Option<RegistryClient>) -> Result<&RegistryClient, McpLockError> {
+fn client_of<'c>(
+    slot: &'c mut Option<RegistryClient>,
+    options: &McpLockOptions,
+) -> Result<&'c RegistryClient, McpLockError> {
     let client = match slot.take() {
         Some(client) => client,
-        None => RegistryClient::new()?,
+        None => RegistryClient::with_limits(options.limits)?,
     };
     Ok(slot.insert(client))
 }
@@ -251,18 +256,28 @@ fn record_npm(
         }
     };
     let registry = registry_for(&server.server.env, options.environment_registry.as_deref());
+    // A registry the server's own env names is part of what it asks for; one the environment
+    // names is where this machine looks, and does not unpin what the lock already has (a plain
+    // `lock` needs no registry for pinned servers; `lock --update` re-resolves against it).
+    let registry_from_server = server
+        .server
+        .env
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("npm_config_registry") && !v.contains("${"));
     let reusable = previous.filter(|p| {
         !options.update
             && p.definition == digest
             && p.status == McpStatus::Pinned
             && p.package.as_deref() == Some(request.name.as_str())
-            && p.registry.as_deref() == Some(registry.as_str())
+            && (p.registry.as_deref() == Some(registry.as_str()) || !registry_from_server)
+            && p.registry.is_some()
             && p.version.is_some()
             && p.integrity.is_some()
     });
     if let Some(kept) = reusable {
         let mut kept = kept.clone();
         kept.source = source.to_owned();
+        let registry = kept.registry.clone().unwrap_or(registry);
         let needs_tree = invocation.runner == NpmRunner::Npx && kept.tree.is_empty();
         if needs_tree && options.npm.is_some() {
             // Locks made before trees were recorded get them at the version they already pin.
@@ -272,7 +287,7 @@ fn record_npm(
                     kept.version.clone().unwrap_or_default(),
                 ),
             };
-            match client_of(client)?.resolve(&registry, &exact) {
+            match client_of(client, options)?.resolve(&registry, &exact) {
                 Ok(resolved) => {
                     add_tree(&mut kept, resolved.bin, &registry, options, warnings);
                 }
@@ -286,9 +301,38 @@ fn record_npm(
         }
         return Ok(Some(kept));
     }
-    let resolved = match client_of(client)?.resolve(&registry, request) {
+    let resolved = match client_of(client, options)?.resolve(&registry, request) {
         Ok(resolved) => resolved,
         Err(source) => {
+            // A lock record is never lost: without `update`, a pinned record of this very
+            // definition stays as it was (tree included) when the registry cannot be used.
+            if let Some(kept) = previous.filter(|p| {
+                !options.update
+                    && p.definition == digest
+                    && p.status == McpStatus::Pinned
+                    && p.package.as_deref() == Some(request.name.as_str())
+                    && p.version.is_some()
+                    && p.integrity.is_some()
+            }) {
+                warnings.push(format!(
+                    "MCP server `{}`: {source}; its record is kept as it was ({}@{}{}{})",
+                    server.name,
+                    request.name,
+                    kept.version.as_deref().unwrap_or_default(),
+                    kept.registry
+                        .as_deref()
+                        .map(|r| format!(" from {r}"))
+                        .unwrap_or_default(),
+                    if kept.tree.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", {} locked packages", kept.tree.len())
+                    }
+                ));
+                let mut kept = kept.clone();
+                source_label(&server.source).clone_into(&mut kept.source);
+                return Ok(Some(kept));
+            }
             let unreachable = source.is_unreachable();
             if options.allow_unpinned {
                 record.allow_unpinned = true;

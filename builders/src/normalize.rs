@@ -98,7 +98,9 @@ pub fn package_name(dir: &Path) -> Option<String> {
             .trim()
             .trim_matches('"')
             .trim_matches('\'');
-        (!value.is_empty()).then(|| value.to_owned())
+        // A name that is a path, absurdly long or holds control characters is never used.
+        (!value.is_empty() && crate::local_package::skill_name_problem(value).is_none())
+            .then(|| value.to_owned())
     })
 }
 
@@ -184,6 +186,25 @@ pub enum NormalizeError {
 pub struct NormalizeReport {
     /// Files added, relative to the package root, in the order written.
     pub added: Vec<String>,
+    /// Regular files copied from elsewhere in the package: `(added path, the file it copies)`.
+    pub copied: Vec<(String, String)>,
+}
+
+impl NormalizeReport {
+    /// `executables` (the source's executable files, package-relative) plus the copies of them
+    /// this normalization added.
+    pub fn with_copied_executables(
+        &self,
+        executables: &std::collections::BTreeSet<String>,
+    ) -> std::collections::BTreeSet<String> {
+        let mut all = executables.clone();
+        for (added, from) in &self.copied {
+            if executables.contains(from) {
+                all.insert(added.clone());
+            }
+        }
+        all
+    }
 }
 
 /// Inputs of [`normalize_package`] besides the directory.
@@ -446,6 +467,10 @@ fn merge_directory(
         } else if entry.file_type().is_file() {
             let bytes = fs_err::read(entry.path()).map_err(|e| io(entry.path(), e))?;
             write_new(package, relative, &bytes, report)?;
+            if let Ok(from) = entry.path().strip_prefix(package) {
+                let from = from.to_string_lossy().into_owned();
+                report.copied.push((relative.to_owned(), from));
+            }
         }
     }
     Ok(())

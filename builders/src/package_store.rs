@@ -142,6 +142,15 @@ pub trait PackageStore: Sync {
 
     /// A new scratch directory on the store's filesystem.
     fn scratch(&self) -> Result<ScratchDir, StoreAccessError>;
+
+    /// Records which regular files of the published package at `published` (a slot's store path)
+    /// were executable in its source ([`crate::extract::ExtractReport::executables`]): the tree
+    /// keeps them 0644, staged copies get the execute bit.
+    fn record_executables(
+        &self,
+        published: &Path,
+        executables: &std::collections::BTreeSet<String>,
+    ) -> Result<(), StoreAccessError>;
 }
 
 fn tree_hash(hash: &ContentHash) -> Result<TreeHash, StoreAccessError> {
@@ -236,6 +245,27 @@ impl PackageStore for Store {
     fn scratch(&self) -> Result<ScratchDir, StoreAccessError> {
         let temp: StoreTempDir = self.temp_dir()?;
         Ok(ScratchDir::new(temp.path().to_path_buf(), Box::new(temp)))
+    }
+
+    fn record_executables(
+        &self,
+        published: &Path,
+        executables: &std::collections::BTreeSet<String>,
+    ) -> Result<(), StoreAccessError> {
+        let canonical =
+            fs_err::canonicalize(published).map_err(|error| StoreAccessError(error.to_string()))?;
+        let Some(name) = canonical
+            .file_name()
+            .and_then(|name| name.to_str())
+            .and_then(|name| name.parse::<agentpack_store::StorePathName>().ok())
+        else {
+            return Ok(());
+        };
+        let Some(path) = self.get(&name) else {
+            return Ok(());
+        };
+        let executables: Vec<String> = executables.iter().cloned().collect();
+        Ok(self.record_source_executables(&path, &executables)?)
     }
 }
 

@@ -2,9 +2,12 @@
 //!
 //! Resolves the marketplace repository at the `@ref` given (else its default branch), reads its
 //! catalogs, follows `renames`, and turns the entry into the module id and pin to write: a directory of
-//! the marketplace repository follows the marketplace ref; another GitHub repository is pinned by the
-//! entry's `sha`, else its `ref`. The plugin's directory is checked to exist at the resolved commit and
-//! to be a package (or to be defined inline by the entry). Non-GitHub sources are refused. Writes
+//! the marketplace repository follows the marketplace `@ref`, and without one is pinned to the commit
+//! the catalog was read at (the newest tag may predate the plugin); another GitHub repository is
+//! pinned by the entry's `sha`, else its `ref`. The plugin's directory is checked to exist at the
+//! resolved commit and to be a package, or a directory Claude Code loads as a plugin without a
+//! manifest (one with `commands/`, `agents/`, `skills/`, `hooks/hooks.json`, `.mcp.json` or
+//! `.lsp.json`), or to be defined inline by the entry. Non-GitHub sources are refused. Writes
 //! nothing: the cli edits the manifest and runs the normal resolution.
 
 use agentpack_lockfile::manifest::Pin;
@@ -47,7 +50,7 @@ pub enum PluginAddError {
     #[error(transparent)]
     Catalog(#[from] CatalogError),
     /// The entry's directory is not a package.
-    #[error("cannot add plugin {name:?}: {location} has no plugin at {path:?} (no SKILL.md, agentpack.toml or plugin manifest there, and the catalog entry does not define the plugin inline)")]
+    #[error("cannot add plugin {name:?}: {location} has no plugin at {path:?} (no SKILL.md, agentpack.toml, plugin manifest or plugin component (commands/, agents/, skills/, hooks/hooks.json, .mcp.json, .lsp.json) there, and the catalog entry does not define the plugin inline)")]
     NotAPackage {
         /// The plugin.
         name: String,
@@ -71,6 +74,23 @@ impl From<FetchError> for PluginAddError {
     fn from(error: FetchError) -> Self {
         PluginAddError::Fetch(Box::new(error))
     }
+}
+
+/// What Claude Code loads from a plugin directory that has no manifest.
+const MANIFESTLESS_COMPONENTS: [&str; 6] = [
+    "commands",
+    "agents",
+    "skills",
+    "hooks/hooks.json",
+    ".mcp.json",
+    ".lsp.json",
+];
+
+/// Whether Claude Code loads `dir` as a plugin although it has no manifest.
+fn loads_without_manifest(dir: &std::path::Path) -> bool {
+    MANIFESTLESS_COMPONENTS
+        .iter()
+        .any(|component| dir.join(component).exists())
 }
 
 fn join(base: &str, path: &str) -> String {
@@ -110,7 +130,12 @@ pub fn resolve_plugin(
         PluginSource::Local { path } => {
             let pin = match reference {
                 Some(reference) => Pin::Ref(reference.to_owned()),
-                None => Pin::Unpinned,
+                // The commit the catalog was read at: a plugin added to the catalog after the
+                // newest tag is not in that tag.
+                None => Pin::Commit(
+                    CommitSha::parse(&resolved.commit)
+                        .map_err(|e| PluginAddError::Invalid(e.to_string()))?,
+                ),
             };
             (
                 marketplace.clone(),
@@ -146,7 +171,8 @@ pub fn resolve_plugin(
     };
     let snapshot = fetcher.snapshot(&repo, &commit)?;
     let dir = snapshot.root.join(&path);
-    let is_package = dir.is_dir() && normalize::is_package_root(&dir);
+    let is_package =
+        dir.is_dir() && (normalize::is_package_root(&dir) || loads_without_manifest(&dir));
     if !is_package && !(inline && (dir.is_dir() || path.is_empty())) {
         return Err(PluginAddError::NotAPackage {
             name: found.name,

@@ -126,13 +126,16 @@ pub enum ResolutionError {
     Store(#[from] StoreAccessError),
     /// Two requirements on one module cannot both hold.
     #[error(
-        "conflicting requirements for {module}:\n{requirements}\n  no commit satisfies all of them\n  fix       align the constraints in the packages named above, or pin {module} in agentpack.toml"
+        "conflicting requirements for {module}:\n{requirements}\n  no commit satisfies all of them\n  fix       {fix}"
     )]
     Conflict {
         /// The module.
         module: String,
         /// One line per requester: `  <requester> wants <pin>`.
         requirements: String,
+        /// What to do: pin the module in agentpack.toml, or, when agentpack.toml already pins
+        /// it, change that pin or the packages' constraints.
+        fix: String,
     },
     /// A cached copy differs from the lock's content hash.
     #[error(
@@ -219,6 +222,11 @@ pub struct ResolveEnv<'a> {
     pub store: &'a dyn PackageStore,
     /// Called with each module as resolution starts on it (the cli names it on stderr).
     pub progress: Option<&'a (dyn Fn(&str) + Sync)>,
+    /// `sync` and the launchers: a locked GitHub package without a content hash (a version 2
+    /// lock) is served from its filled slot unverified and stays without one, so the lock is not
+    /// rewritten unless a package has to be downloaded. `lock`, `add`, `remove` and `update`
+    /// leave it false: they fetch and record the hash.
+    pub keep_unhashed: bool,
 }
 
 /// Who asked for a module, and how.
@@ -238,6 +246,23 @@ struct Node {
 
 const PROJECT: &str = "agentpack.toml";
 const MAX_STEPS: usize = 10_000;
+
+/// The `fix` line of a conflict: pinning the module in agentpack.toml is offered only when the
+/// manifest does not already pin it (then its pin is one of the requirements that disagree).
+fn conflict_fix(module: &str, requirements: &[Requirement]) -> String {
+    let pinned = requirements
+        .iter()
+        .find(|r| r.requester == PROJECT && r.pin != Pin::Unpinned);
+    match pinned {
+        Some(requirement) => format!(
+            "agentpack.toml already pins {module} ({}): change that pin to one the packages named above accept, or align their constraints",
+            describe_pin(&requirement.pin)
+        ),
+        None => format!(
+            "align the constraints in the packages named above, or pin {module} in agentpack.toml"
+        ),
+    }
+}
 
 fn describe_pin(pin: &Pin) -> String {
     match pin {
@@ -635,6 +660,7 @@ impl Run<'_, '_> {
                 .map(|r| format!("  {} wants {}", r.requester, describe_pin(&r.pin)))
                 .collect::<Vec<_>>()
                 .join("\n"),
+            fix: conflict_fix(module, reqs),
         };
 
         // Exact requirements (commit, branch, tag, name) each name one commit.
@@ -721,9 +747,27 @@ impl Run<'_, '_> {
             .filter(|e| e.commit == *commit && e.cache_key == cache_key)
             .and_then(|e| e.content_hash.clone());
         let store = self.env.store;
+        if let Some(unhashed) = self
+            .old_entry(module)
+            .filter(|e| self.env.keep_unhashed && e.content_hash.is_none())
+            .filter(|e| e.commit == *commit && e.cache_key == cache_key)
+        {
+            if let Some(slot) = store.slot(&cache_key)? {
+                tracing::debug!(
+                    module,
+                    "source: the cache slot (no content hash to check it against)"
+                );
+                return Ok(Node {
+                    entry: unhashed.clone(),
+                    slot,
+                    nested: Vec::new(),
+                });
+            }
+        }
         if let Some(expected) = &expected {
             match store.check_slot(&cache_key, expected)? {
                 SlotCheck::Verified(slot) => {
+                    tracing::debug!(module, slot = %slot.display(), "source: the verified cache slot");
                     return self.node(
                         module,
                         &repo,
@@ -732,7 +776,7 @@ impl Run<'_, '_> {
                         cache_key,
                         Some(expected.clone()),
                         slot,
-                    )
+                    );
                 }
                 SlotCheck::Mismatch {
                     path: cache,
@@ -749,6 +793,11 @@ impl Run<'_, '_> {
                 SlotCheck::Missing => {}
             }
         }
+        tracing::debug!(
+            module,
+            commit = commit.as_str(),
+            "source: GitHub (no verified cache slot)"
+        );
         let tree = self.next_dir("github");
         let downloaded = download_normalized(
             self.env.fetcher,
@@ -788,6 +837,7 @@ impl Run<'_, '_> {
             Some(existing) => existing,
             None => store.publish(&cache_key, module, &tree, &content_hash)?,
         };
+        store.record_executables(&published, &downloaded.executables)?;
         self.node(
             module,
             &repo,
@@ -838,7 +888,7 @@ impl Run<'_, '_> {
         tree: &Path,
     ) -> Result<Node, ResolutionError> {
         self.warnings.extend(copy.warnings(module));
-        normalize::normalize_package(
+        let normalized = normalize::normalize_package(
             tree,
             &NormalizeContext {
                 module,
@@ -853,6 +903,10 @@ impl Run<'_, '_> {
                 store.publish(&copy.cache_key, module, tree, &content_hash)?
             }
         };
+        store.record_executables(
+            &slot,
+            &normalized.with_copied_executables(&copy.executables),
+        )?;
         store.mark_rebuildable(&copy.cache_key)?;
         let entry = LockedPackage {
             module: ModuleId::parse(module).map_err(|e| ResolutionError::Invalid(e.to_string()))?,
@@ -876,9 +930,65 @@ impl Run<'_, '_> {
 
     fn path_package(&mut self, module: &str, dir: &str) -> Result<Node, ResolutionError> {
         let source = self.env.project_root.join(dir);
+        if !source.is_dir() {
+            if let Some(node) = self.locked_path_slot(module, dir)? {
+                return Ok(node);
+            }
+        }
+        tracing::debug!(module, dir = %source.display(), "source: the path package's directory");
         let tree = self.next_dir("path");
         let copy = local_package::copy_path_package(module, &source, &tree)?;
         self.local_node(module, format!("path:{dir}"), copy, &tree)
+    }
+
+    /// A path package whose directory is missing on this machine: the locked entry, when its slot
+    /// is filled (and verifies against the lock's hash, when the lock has one). The docs: sync
+    /// fails only when the directory is missing and the slot is empty too.
+    fn locked_path_slot(
+        &mut self,
+        module: &str,
+        dir: &str,
+    ) -> Result<Option<Node>, ResolutionError> {
+        let Some(old) = self
+            .old_entry(module)
+            .filter(|e| e.url == format!("path:{dir}"))
+            .cloned()
+        else {
+            return Ok(None);
+        };
+        let store = self.env.store;
+        let slot = match &old.content_hash {
+            Some(expected) => match store.check_slot(&old.cache_key, expected)? {
+                SlotCheck::Verified(slot) => slot,
+                SlotCheck::Missing => return Ok(None),
+                SlotCheck::Mismatch {
+                    path: cache,
+                    actual,
+                } => {
+                    return Err(ResolutionError::CacheMismatch {
+                        module: module.to_owned(),
+                        expected: expected.to_string(),
+                        actual: actual.to_string(),
+                        cache,
+                        commit: old.commit.to_string(),
+                    })
+                }
+            },
+            None => match store.slot(&old.cache_key)? {
+                Some(slot) => slot,
+                None => return Ok(None),
+            },
+        };
+        self.warnings.push(format!(
+            "{module}: the directory {} does not exist; staging the copy locked in pack.lock ({})",
+            self.env.project_root.join(dir).display(),
+            slot.display()
+        ));
+        Ok(Some(Node {
+            entry: old,
+            slot,
+            nested: Vec::new(),
+        }))
     }
 
     fn local_mirror_package(&mut self, module: &str, spec: &str) -> Result<Node, ResolutionError> {
@@ -889,6 +999,7 @@ impl Run<'_, '_> {
                 dir,
             });
         }
+        tracing::debug!(module, dir = %dir.display(), "source: the local/ mirror");
         let tree = self.next_dir("local");
         let copy =
             local_package::copy_local_mirror_package(module, self.env.agentpack_home, spec, &tree)?;
@@ -946,6 +1057,9 @@ pub struct Downloaded {
     /// Package-relative paths of symbolic links written as empty files (absolute, or leaving the
     /// package), as the extraction rule says.
     pub links_emptied: Vec<String>,
+    /// Package-relative paths of regular files that were executable upstream (recorded in the
+    /// store with [`PackageStore::record_executables`]; the tree keeps them 0644).
+    pub executables: std::collections::BTreeSet<String>,
 }
 
 impl Downloaded {
@@ -990,7 +1104,7 @@ pub fn download_normalized(
         .collect();
     links_emptied.sort();
     links_emptied.dedup();
-    normalize::normalize_package(
+    let normalized = normalize::normalize_package(
         tree,
         &NormalizeContext {
             module,
@@ -1002,5 +1116,6 @@ pub fn download_normalized(
     Ok(Downloaded {
         content_hash: store.hash_tree(tree)?,
         links_emptied,
+        executables: normalized.with_copied_executables(&copied.executables),
     })
 }

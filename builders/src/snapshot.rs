@@ -66,6 +66,16 @@ pub enum FetchError {
         /// The rule broken.
         source: Box<ExtractError>,
     },
+    /// The download crossed a limit (size, compression ratio, files); nothing else is tried.
+    #[error("cannot download github.com/{repo} at {commit}: {source}")]
+    Limit {
+        /// The repository.
+        repo: RepoId,
+        /// The commit.
+        commit: String,
+        /// The limit crossed.
+        source: crate::limits::LimitExceeded,
+    },
     /// The package path does not exist at that commit.
     #[error("github.com/{repo} has no directory {path:?} at commit {commit}\n  fix       check the module id's path")]
     MissingPath {
@@ -173,10 +183,27 @@ impl SnapshotFetcher {
                         path: archive.clone(),
                         source,
                     })?;
-                    let report =
-                        extract::extract_github_tarball(std::io::BufReader::new(file), &tree)
-                            .map_err(unsafe_error)?;
+                    let extracted = extract::extract_github_tarball_limited(
+                        std::io::BufReader::new(file),
+                        &tree,
+                        &self.resolver.config().limits,
+                    );
                     let _ = fs_err::remove_file(&archive);
+                    let report = match extracted {
+                        Ok(report) => report,
+                        Err(error) => {
+                            // Nothing half-extracted stays behind.
+                            let _ = fs_err::remove_dir_all(&tree);
+                            return Err(match error {
+                                ExtractError::Limit(source) => FetchError::Limit {
+                                    repo: repo.clone(),
+                                    commit: commit.to_owned(),
+                                    source,
+                                },
+                                other => unsafe_error(other),
+                            });
+                        }
+                    };
                     return Ok(RepoSnapshot {
                         repo: repo.clone(),
                         commit: commit.to_owned(),
@@ -184,6 +211,13 @@ impl SnapshotFetcher {
                         via: FetchedVia::Tarball,
                         report,
                     });
+                }
+                Err(SourceFailure::Limit(source)) => {
+                    return Err(FetchError::Limit {
+                        repo: repo.clone(),
+                        commit: commit.to_owned(),
+                        source,
+                    })
                 }
                 Err(failure) => {
                     self.resolver.note_rest_failure(&failure);
@@ -197,7 +231,12 @@ impl SnapshotFetcher {
                 source,
             })?;
         }
-        let mut writer = SafeTreeWriter::new(&tree).map_err(unsafe_error)?;
+        let mut writer = SafeTreeWriter::new(&tree)
+            .map_err(unsafe_error)?
+            .with_limits(
+                self.resolver.config().limits,
+                format!("the git tree of github.com/{repo} at {commit}"),
+            );
         match git_protocol::fetch_commit_tree(self.resolver.config(), repo, commit, &mut writer) {
             Ok(()) => Ok(RepoSnapshot {
                 repo: repo.clone(),
@@ -206,6 +245,15 @@ impl SnapshotFetcher {
                 via: FetchedVia::GitProtocol,
                 report: writer.finish(),
             }),
+            Err(GitFetchError::Extract(ExtractError::Limit(source)))
+            | Err(GitFetchError::Source(SourceFailure::Limit(source))) => {
+                let _ = fs_err::remove_dir_all(&tree);
+                Err(FetchError::Limit {
+                    repo: repo.clone(),
+                    commit: commit.to_owned(),
+                    source,
+                })
+            }
             Err(GitFetchError::Extract(source)) => Err(unsafe_error(source)),
             Err(GitFetchError::Source(failure)) => Err(FetchError::Download {
                 repo: repo.clone(),
@@ -215,6 +263,7 @@ impl SnapshotFetcher {
                     SourceFailure::NotFound(text)
                     | SourceFailure::Denied(text)
                     | SourceFailure::Unavailable(text) => text,
+                    SourceFailure::Limit(limit) => limit.to_string(),
                 },
             }),
         }
@@ -250,12 +299,16 @@ impl SnapshotFetcher {
                 });
             }
         }
-        extract::copy_package_tree(&snapshot.root, &clean, destination).map_err(|source| {
-            FetchError::Unsafe {
-                repo: repo.clone(),
-                commit: commit.to_owned(),
-                source: Box::new(source),
-            }
+        extract::copy_package_tree_with_executables(
+            &snapshot.root,
+            &clean,
+            destination,
+            &snapshot.report.executables,
+        )
+        .map_err(|source| FetchError::Unsafe {
+            repo: repo.clone(),
+            commit: commit.to_owned(),
+            source: Box::new(source),
         })
     }
 }

@@ -59,10 +59,13 @@ fn catalog_entries_become_module_ids_and_pins() {
         hookify.module.as_str(),
         "github.com/anthropics/claude-plugins-official/plugins/hookify"
     );
-    assert_eq!(
-        (hookify.pin.clone(), hookify.commit.as_str()),
-        (Pin::Unpinned, market_commit.as_str())
+    // Without @ref, the commit the catalog was read at (issue 13: the newest tag may predate it).
+    assert!(
+        matches!(&hookify.pin, Pin::Commit(c) if c.as_str() == market_commit),
+        "{:?}",
+        hookify.pin
     );
+    assert_eq!(hookify.commit, market_commit);
     assert_eq!(hookify.name, "hookify");
     let pinned = resolve_plugin(&fetcher, &repo, "", Some("v1"), "hookify").unwrap();
     assert_eq!(
@@ -98,4 +101,57 @@ fn catalog_entries_become_module_ids_and_pins() {
     );
     let error = resolve_plugin(&fetcher, &repo, "", None, "nope").unwrap_err();
     assert!(error.to_string().contains("hookify"), "{error}");
+}
+
+/// Issue 13, Build 5: an in-repo entry without a plugin manifest that Claude Code loads (it has
+/// `commands/`, `agents/`...) is added, and without `@ref` it is pinned to the commit the catalog
+/// was read at, not to an older tag that lacks it.
+#[test]
+fn manifestless_entries_are_added_at_the_commit_the_catalog_was_read_at() {
+    let gh = FakeGitHub::start();
+    let market = gh.repo("acme", "market");
+    market.write(
+        ".claude-plugin/marketplace.json",
+        r#"{"name": "m", "owner": {"name": "o"}, "plugins": [{"name": "old", "source": "./plugins/old"}]}"#,
+    );
+    market.write(
+        "plugins/old/.claude-plugin/plugin.json",
+        r#"{"name":"old"}"#,
+    );
+    market.commit("old plugin");
+    market.tag("v1.0.0");
+    market.write(
+        ".claude-plugin/marketplace.json",
+        r#"{"name": "m", "owner": {"name": "o"}, "plugins": [
+          {"name": "old", "source": "./plugins/old"},
+          {"name": "receipts", "source": "./plugins/receipts"},
+          {"name": "readme-only", "source": "./plugins/readme-only"}
+        ]}"#,
+    );
+    market.write("plugins/receipts/commands/receipt.md", "Print a receipt.\n");
+    market.write(
+        "plugins/receipts/agents/auditor.md",
+        "---\nname: auditor\n---\nAudit.\n",
+    );
+    market.write("plugins/readme-only/README.md", "readme\n");
+    let head = market.commit("receipts without a manifest");
+
+    let scratch = tempfile::tempdir().unwrap();
+    let fetcher = fetcher(&gh, scratch.path());
+    let repo = RepoId::new("acme", "market");
+    let receipts = resolve_plugin(&fetcher, &repo, "", None, "receipts").unwrap();
+    assert_eq!(
+        receipts.module.as_str(),
+        "github.com/acme/market/plugins/receipts"
+    );
+    assert!(
+        matches!(&receipts.pin, Pin::Commit(c) if c.as_str() == head),
+        "{:?}",
+        receipts.pin
+    );
+    let error = resolve_plugin(&fetcher, &repo, "", None, "readme-only").unwrap_err();
+    assert!(
+        matches!(error, PluginAddError::NotAPackage { .. }),
+        "{error}"
+    );
 }

@@ -114,6 +114,7 @@ fn run_with(
         fetcher: &fetcher,
         store,
         progress: None,
+        keep_unhashed: false,
     };
     resolve(&manifest(text), old, &policy, &resolve_env)
 }
@@ -425,6 +426,7 @@ fn a_session_over_the_store_and_a_missing_path_directory_served_from_its_slot() 
         fetcher: &session.fetcher,
         store,
         progress: None,
+        keep_unhashed: false,
     };
     let text = format!("{HEAD}[dependencies]\n\"github.com/acme/skills\" = \"main\"\n\"mine\" = {{ path = \"mine\" }}\n");
     let lock = resolve(

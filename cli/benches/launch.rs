@@ -8,6 +8,10 @@
 //! (goal: under 10 ms), as medians of interleaved runs, plus the launcher's peak memory
 //! (`/usr/bin/time -v` when present, else `getrusage(RUSAGE_CHILDREN)` through python3).
 //! Measures only when `--bench` is in argv, so `cargo test --benches` builds it and returns at once.
+//! Then a no-op `sync` (inputs unchanged since the last full sync: the sync fast path) against the
+//! launch fast path, at 10 and 100 path packages, in one interleaved run (goals: the sync under
+//! 30 ms at 100 packages and at most 1.3x its 10-package time), with `AGENTPACK_FULL_VERIFY=1 sync`
+//! (what every no-op sync did before) beside them.
 //! Prints a Markdown table; `docs/src/benchmarks-launch.md` records a run. Nothing is asserted.
 
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::expect_used)]
@@ -43,11 +47,15 @@ struct Setup {
 
 impl Setup {
     fn new() -> Self {
+        Self::with_packages(PACKAGES)
+    }
+
+    fn with_packages(count: usize) -> Self {
         let home = IsolatedHome::new();
         let packages = tempfile::tempdir().unwrap();
         let mut manifest =
             String::from("name = \"bench\"\nversion = \"0.1.0\"\n\n[dependencies]\n");
-        for i in 0..PACKAGES {
+        for i in 0..count {
             let dir = packages.path().join(format!("pkg{i:03}"));
             std::fs::create_dir_all(&dir).unwrap();
             std::fs::write(
@@ -115,6 +123,11 @@ impl Setup {
         self.agentpack(&["--quiet", agent, "--", "--version"])
     }
 
+    /// A bare `agentpack sync` (quiet, so only the work is timed).
+    fn sync(&self) -> Command {
+        self.agentpack(&["--quiet", "sync"])
+    }
+
     fn direct(&self) -> Command {
         let mut command = Command::new(&self.stand_in);
         command.arg("--version").current_dir(&self.home.project);
@@ -122,7 +135,12 @@ impl Setup {
     }
 }
 
-fn time(mut command: Command) -> Duration {
+fn time(command: Command) -> Duration {
+    time_checked(command, true)
+}
+
+/// The wall time of one successful run; `stand_in` when its output must be the stand-in's.
+fn time_checked(mut command: Command, stand_in: bool) -> Duration {
     let start = Instant::now();
     let output = command.output().unwrap();
     let elapsed = start.elapsed();
@@ -131,8 +149,64 @@ fn time(mut command: Command) -> Duration {
         "{command:?}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(String::from_utf8_lossy(&output.stdout).contains("stand-in"));
+    if stand_in {
+        assert!(String::from_utf8_lossy(&output.stdout).contains("stand-in"));
+    }
     elapsed
+}
+
+/// No-op sync, launch fast path and a fully verified sync at each package count, interleaved.
+fn sync_benchmarks(runs: usize) {
+    let counts = [10, 100];
+    let setups: Vec<Setup> = counts.iter().map(|n| Setup::with_packages(*n)).collect();
+    for setup in &setups {
+        // The sync in `new` recorded the sync fast path; one launch records the launcher's.
+        time(setup.launch());
+        time(setup.launch());
+        time_checked(setup.sync(), false);
+    }
+    let mut samples: Vec<[Vec<Duration>; 3]> = counts.iter().map(|_| Default::default()).collect();
+    for _ in 0..runs {
+        for (setup, samples) in setups.iter().zip(samples.iter_mut()) {
+            samples[0].push(time_checked(setup.sync(), false));
+            samples[1].push(time(setup.launch()));
+        }
+    }
+    for _ in 0..runs.min(5) {
+        for (setup, samples) in setups.iter().zip(samples.iter_mut()) {
+            let mut command = setup.sync();
+            command.env("AGENTPACK_FULL_VERIFY", "1");
+            samples[2].push(time_checked(command, false));
+        }
+    }
+    let medians: Vec<[Duration; 3]> = samples
+        .into_iter()
+        .map(|[a, b, c]| [median(a), median(b), median(c)])
+        .collect();
+    println!();
+    println!(
+        "## No-op sync against the launch fast path ({} runs interleaved, {} CPUs)",
+        runs,
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!();
+    println!("| path packages | no-op `sync` | `claude -- --version`, fast path | sync / launch | `AGENTPACK_FULL_VERIFY=1 sync` |");
+    println!("| --- | --- | --- | --- | --- |");
+    for (count, [sync, launch, full]) in counts.iter().zip(&medians) {
+        println!(
+            "| {count} | {} | {} | {:.2}x | {} |",
+            ms(*sync),
+            ms(*launch),
+            sync.as_secs_f64() / launch.as_secs_f64(),
+            ms(*full)
+        );
+    }
+    let growth = medians[1][0].as_secs_f64() / medians[0][0].as_secs_f64();
+    println!();
+    println!(
+        "No-op sync at 100 packages / at 10 packages: **{growth:.2}x** (goal: at most 1.3x); at 100 packages: **{}** (goal: under 30 ms).",
+        ms(medians[1][0])
+    );
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -195,6 +269,10 @@ fn main() {
         return;
     }
     let runs = runs();
+    if std::env::var_os("AGENTPACK_BENCH_ONLY_SYNC").is_some() {
+        sync_benchmarks(runs);
+        return;
+    }
     let setup = Setup::new();
     // The first launch records the fast-path fingerprint; later ones take the fast path.
     time(setup.launch());
@@ -273,4 +351,6 @@ fn main() {
         }
         _ => println!("Peak memory: neither /usr/bin/time nor python3 is available."),
     }
+    drop(setup);
+    sync_benchmarks(runs);
 }

@@ -6,6 +6,9 @@
 //! - cold `lock` + fetch of 50 packages from 5 repositories over the local fake GitHub, and a warm
 //!   `lock` (requests counted: the goal is none);
 //! - a second `sync` of 50 packages with unchanged inputs (goal: under 30 ms);
+//! - a no-op `sync` (the sync fast path) of 10 and of 100 GitHub packages, GitHub unreachable
+//!   (goals: under 30 ms at 100, at most 1.3x the 10-package time); `AGENTPACK_BENCH_ONLY=noop-sync`
+//!   runs this one alone;
 //! - building the generation of a 1,000-file marketplace plugin for all six agents, as a ratio to
 //!   `cp -al` of the resulting tree (goal: within 2x);
 //! - 10 projects x 3 modes of the same packages: bytes on disk over unique bytes (goal: at most 1.05x).
@@ -116,6 +119,81 @@ fn lock_benchmarks(rows: &mut Vec<(String, String, String)>) {
         "second `sync`, 50 packages, unchanged inputs".into(),
         ms(second),
         "goal < 30 ms".into(),
+    ));
+}
+
+/// A no-op `sync` of `count` GitHub packages (10 repositories), after `lock` and one `sync`; the
+/// timed runs get no GitHub endpoint at all (an address nothing listens on), so a request would
+/// fail the run. Returns the median and the fully verified median.
+fn noop_sync_of(github: &FakeGitHub, count: usize, runs: usize) -> (Duration, Duration) {
+    let home = IsolatedHome::new();
+    let deps: Vec<String> = (0..count)
+        .map(|i| {
+            format!(
+                "\"github.com/noop/repo{}/skills/s{}\" = \"^1.0\"",
+                i % 10,
+                i / 10
+            )
+        })
+        .collect();
+    write_manifest(&home.project, &deps, "");
+    run(&home, Some(github), &home.project, &["lock", "--quiet"]);
+    run(&home, Some(github), &home.project, &["sync", "--quiet"]);
+    run(&home, None, &home.project, &["sync", "--quiet"]);
+    let fast = median(
+        (0..runs)
+            .map(|_| run(&home, None, &home.project, &["sync", "--quiet"]))
+            .collect(),
+    );
+    let full = median(
+        (0..runs.min(5))
+            .map(|_| {
+                let start = Instant::now();
+                let output = home
+                    .command(&bin(), None)
+                    .env("AGENTPACK_FULL_VERIFY", "1")
+                    .args(["sync", "--quiet"])
+                    .output()
+                    .unwrap();
+                assert!(output.status.success());
+                start.elapsed()
+            })
+            .collect(),
+    );
+    (fast, full)
+}
+
+fn noop_sync_benchmarks(rows: &mut Vec<(String, String, String)>) {
+    let github = FakeGitHub::start();
+    for r in 0..10 {
+        let repo = github.repo("noop", &format!("repo{r}"));
+        for p in 0..10 {
+            repo.write(
+                &format!("skills/s{p}/SKILL.md"),
+                format!(
+                    "---\nname: n{r}-s{p}\ndescription: skill {p} of repo {r}\n---\n\n{}\n",
+                    "Body line.\n".repeat(50)
+                ),
+            );
+        }
+        repo.commit("skills");
+        repo.tag("v1.0.0");
+    }
+    let (ten, ten_full) = noop_sync_of(&github, 10, 21);
+    let (hundred, hundred_full) = noop_sync_of(&github, 100, 21);
+    rows.push((
+        "no-op `sync`, 10 GitHub packages (fast path)".into(),
+        ms(ten),
+        format!("`AGENTPACK_FULL_VERIFY=1`: {}", ms(ten_full)),
+    ));
+    rows.push((
+        "no-op `sync`, 100 GitHub packages (fast path)".into(),
+        ms(hundred),
+        format!(
+            "{:.2}x the 10-package time (goal <= 1.3x, < 30 ms); `AGENTPACK_FULL_VERIFY=1`: {}",
+            hundred.as_secs_f64() / ten.as_secs_f64(),
+            ms(hundred_full)
+        ),
     ));
 }
 
@@ -293,6 +371,15 @@ fn main() {
         return;
     }
     let mut rows = Vec::new();
+    if std::env::var("AGENTPACK_BENCH_ONLY").as_deref() == Ok("noop-sync") {
+        noop_sync_benchmarks(&mut rows);
+        println!("| benchmark | result | notes |\n| --- | --- | --- |");
+        for (name, result, notes) in rows {
+            println!("| {name} | {result} | {notes} |");
+        }
+        return;
+    }
+    noop_sync_benchmarks(&mut rows);
     lock_benchmarks(&mut rows);
     generation_benchmarks(&mut rows);
     dedup_benchmark(&mut rows);

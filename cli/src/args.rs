@@ -30,6 +30,22 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "DIR")]
     pub project_root: Option<PathBuf>,
 
+    /// The definition root: where agentpack.toml, pack.lock and contract.json are, when they live
+    /// outside the checkout (the workspace is then --workspace, else the current directory).
+    #[arg(
+        long,
+        global = true,
+        value_name = "DIR",
+        conflicts_with = "project_root"
+    )]
+    pub definition_root: Option<PathBuf>,
+
+    /// The environment under $AGENTPACK_HOME/environments/NAME as the definition root; fails when it
+    /// does not exist, never falls through to another one. Give it before the command
+    /// (`agentpack --env team sync`): after it, `mcp add --env K=V` is the server's variable.
+    #[arg(long = "env", value_name = "NAME", conflicts_with_all = ["project_root", "definition_root"])]
+    pub env_name: Option<String>,
+
     /// The mode to stage or launch (default: the reserved `default` mode).
     #[arg(long, global = true, value_name = "NAME")]
     pub mode: Option<String>,
@@ -46,9 +62,19 @@ pub struct GlobalArgs {
     #[arg(long, global = true)]
     pub quiet: bool,
 
+    /// Explain what happens on stderr: `-v` for decisions (which source served a package, why a fast
+    /// path was declined), `-vv` for every step. `RUST_LOG` takes a full filter instead.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
     /// Let the agent act without asking (mapped to each agent's own flag or setting).
     #[arg(long, global = true)]
     pub yolo: bool,
+
+    /// Run Claude Code through a local diagnostics proxy that logs each API request as a JSONL
+    /// line (only with `agentpack claude`): `agentpack --proxy claude`.
+    #[arg(long, global = true)]
+    pub proxy: bool,
 
     /// The workspace a launched agent works in (default: the current directory). Cursor reads
     /// sub-agents from <DIR>/.cursor/agents; Grok gets it as --cwd, Antigravity as --add-dir.
@@ -76,6 +102,9 @@ pub enum Command {
     /// Verify the lock and the store, build the mode's generation, and select it.
     Sync(commands::sync::SyncArgs),
 
+    /// Check, offline and writing nothing, what an agent will load; evaluate contract.json.
+    Preflight(commands::preflight::PreflightArgs),
+
     /// Manage [modes] in agentpack.toml.
     Mode(commands::mode::ModeArgs),
 
@@ -99,7 +128,7 @@ pub enum Command {
     Claude(commands::launch::LaunchArgs),
 
     /// Launch Cursor Agent (cursor-agent) with a staged HOME.
-    #[command(alias = "cursor-agent")]
+    #[command(visible_alias = "cursor-agent")]
     Agent(commands::launch::LaunchArgs),
 
     /// Launch OpenCode with a staged config root.
@@ -123,6 +152,9 @@ pub enum Command {
     /// Runs a staged hook's handlers (called by the agents, not by people).
     #[command(hide = true)]
     HookExec(commands::hook_exec::HookExecArgs),
+
+    /// Portable environments: definitions kept outside the checkout (init, use, status, export...).
+    Env(commands::env::EnvArgs),
 
     /// Print a shell completion script to stdout.
     Completion(CompletionArgs),

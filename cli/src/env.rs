@@ -4,6 +4,8 @@
 //! refers to these constants instead of spelling a variable name, so `git grep` on a constant finds every
 //! reader. Libraries never read the environment: the binary reads it here and passes values in.
 
+use agentpack_builders::limits::{LimitKind, Limits};
+
 /// Names of the environment variables agentpack reads.
 pub struct EnvVars;
 
@@ -21,6 +23,8 @@ impl EnvVars {
     pub const AGENTPACK_DOT_AGENTS: &'static str = "AGENTPACK_DOT_AGENTS";
     /// Refuse locks with packages that have no content hash.
     pub const AGENTPACK_REQUIRE_VERIFIED: &'static str = "AGENTPACK_REQUIRE_VERIFIED";
+    /// `1|true|yes`: no progress on stderr, like `--no-progress`.
+    pub const AGENTPACK_NO_PROGRESS: &'static str = "AGENTPACK_NO_PROGRESS";
     /// Hash every cache entry on every launch.
     pub const AGENTPACK_FULL_VERIFY: &'static str = "AGENTPACK_FULL_VERIFY";
     /// Base URL of the GitHub REST API (tests point it at a local server).
@@ -29,6 +33,47 @@ impl EnvVars {
     pub const AGENTPACK_GITHUB_URL: &'static str = "AGENTPACK_GITHUB_URL";
     /// Overrides the host identity recorded in locks and leases (tests simulate hosts with it).
     pub const AGENTPACK_HOST_ID: &'static str = "AGENTPACK_HOST_ID";
+    /// Directory of the `--proxy claude` JSONL diagnostics.
+    pub const AGENTPACK_PROXY_LOG_DIR: &'static str = "AGENTPACK_PROXY_LOG_DIR";
+    /// `1|true|yes`: the proxy log keeps truncated, redacted payload snippets.
+    pub const AGENTPACK_PROXY_LOG_PAYLOADS: &'static str = "AGENTPACK_PROXY_LOG_PAYLOADS";
+    /// The most bytes of one payload snippet in the proxy log (default 4096).
+    pub const AGENTPACK_PROXY_LOG_MAX_BODY_BYTES: &'static str =
+        "AGENTPACK_PROXY_LOG_MAX_BODY_BYTES";
+    /// Seconds the proxy waits to connect to the upstream of a WebSocket (default 15).
+    pub const AGENTPACK_PROXY_WS_CONNECT_TIMEOUT_SECS: &'static str =
+        "AGENTPACK_PROXY_WS_CONNECT_TIMEOUT_SECS";
+    /// Seconds a proxied WebSocket may stay silent both ways before it is closed (default 300).
+    pub const AGENTPACK_PROXY_WS_IDLE_TIMEOUT_SECS: &'static str =
+        "AGENTPACK_PROXY_WS_IDLE_TIMEOUT_SECS";
+    /// The proxy's upstream base URL (beats `ANTHROPIC_BASE_URL`).
+    pub const AGENTPACK_PROXY_UPSTREAM: &'static str = "AGENTPACK_PROXY_UPSTREAM";
+    /// `auto|http1|http2`: the HTTP version the proxy speaks to the upstream.
+    pub const AGENTPACK_PROXY_TRANSPORT: &'static str = "AGENTPACK_PROXY_TRANSPORT";
+    /// A model name the proxy writes into every request body's `model` field.
+    pub const AGENTPACK_PROXY_MODEL: &'static str = "AGENTPACK_PROXY_MODEL";
+    /// Seconds the proxy waits for the upstream's response headers (default 600).
+    pub const AGENTPACK_PROXY_UPSTREAM_TIMEOUT_SECS: &'static str =
+        "AGENTPACK_PROXY_UPSTREAM_TIMEOUT_SECS";
+    /// Claude Code's API base URL: the proxy's default upstream, replaced for the launched agent.
+    pub const ANTHROPIC_BASE_URL: &'static str = "ANTHROPIC_BASE_URL";
+    /// Seconds (or `500ms`, `2m`) to open a connection to GitHub or an npm registry (default 30s).
+    pub const AGENTPACK_CONNECT_TIMEOUT: &'static str = LimitKind::ConnectTimeout.variable();
+    /// How long one read of a download may wait for bytes before it fails (default 60s).
+    pub const AGENTPACK_READ_TIMEOUT: &'static str = LimitKind::ReadTimeout.variable();
+    /// The largest archive one download may be (`512M`, `1G`; default 1 GiB).
+    pub const AGENTPACK_MAX_DOWNLOAD_SIZE: &'static str = LimitKind::DownloadSize.variable();
+    /// The largest JSON answer (a ref lookup, a page of tags, an npm packument; default 64 MiB).
+    pub const AGENTPACK_MAX_JSON_SIZE: &'static str = LimitKind::JsonSize.variable();
+    /// The most bytes one archive may unpack to (default 4 GiB).
+    pub const AGENTPACK_MAX_EXTRACTED_SIZE: &'static str = LimitKind::ExtractedSize.variable();
+    /// The most entries one archive may unpack to (default 100000).
+    pub const AGENTPACK_MAX_FILES: &'static str = LimitKind::Files.variable();
+    /// The most unpacked bytes per compressed byte of an archive (default 100).
+    pub const AGENTPACK_MAX_COMPRESSION_RATIO: &'static str =
+        LimitKind::CompressionRatio.variable();
+    /// The most tags one repository may list (default 20000).
+    pub const AGENTPACK_MAX_TAGS: &'static str = LimitKind::Tags.variable();
     /// Bearer token for GitHub (takes precedence over `GH_TOKEN`).
     pub const GITHUB_TOKEN: &'static str = "GITHUB_TOKEN";
     /// Bearer token for GitHub when `GITHUB_TOKEN` is unset.
@@ -37,8 +82,16 @@ impl EnvVars {
     pub const XDG_DATA_HOME: &'static str = "XDG_DATA_HOME";
     /// XDG base directory for caches (where the index lives when the store is remote).
     pub const XDG_CACHE_HOME: &'static str = "XDG_CACHE_HOME";
+    /// XDG base directory for configuration (OpenCode reads `$XDG_CONFIG_HOME/opencode`).
+    pub const XDG_CONFIG_HOME: &'static str = "XDG_CONFIG_HOME";
     /// The user's home directory.
     pub const HOME: &'static str = "HOME";
+}
+
+/// The download and extraction limits: the defaults, overridden by the `AGENTPACK_*` limit
+/// variables above.
+pub fn limits() -> anyhow::Result<Limits> {
+    Ok(Limits::with_overrides(|kind| var(kind.variable()))?)
 }
 
 /// Reads a variable, treating an empty value as unset.
@@ -47,7 +100,6 @@ pub fn var(name: &str) -> Option<String> {
 }
 
 /// Reads a documented boolean toggle: `1`, `true` or `yes` (any case) mean on.
-#[allow(dead_code)]
 pub fn flag(name: &str) -> bool {
     var(name)
         .is_some_and(|value| matches!(value.to_ascii_lowercase().as_str(), "1" | "true" | "yes"))

@@ -8,9 +8,11 @@ mod args;
 mod commands;
 mod context;
 mod env;
+mod logging;
 mod output;
 mod project;
 mod project_lock;
+mod proxy;
 mod session;
 
 use std::process::ExitCode;
@@ -19,6 +21,7 @@ use clap::Parser as _;
 
 fn main() -> ExitCode {
     let cli = args::Cli::parse();
+    logging::init(cli.global.verbose);
     match commands::run(cli) {
         Ok(code) => code,
         Err(err) if err.is::<output::ClosedStdout>() => ExitCode::SUCCESS,

@@ -15,10 +15,12 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub const FEATURES: &[&str] = &["json-reads-v1"];
 
 /// Prints an error and its causes, the way `main` reports every failure.
+/// A URL's userinfo is printed as `***` here and in [`warn`]: no credential in any message.
 pub fn print_error(err: &anyhow::Error) {
-    eprintln!("error: {err}");
+    let redact = |text: String| agentpack_harness::credentials::redact_url_userinfo(&text);
+    eprintln!("error: {}", redact(err.to_string()));
     for cause in err.chain().skip(1) {
-        eprintln!("  caused by: {cause}");
+        eprintln!("  caused by: {}", redact(cause.to_string()));
     }
 }
 
@@ -27,7 +29,8 @@ pub fn print_error(err: &anyhow::Error) {
 /// command (`add` resolves, then syncs, and both see the same package) is not printed again.
 pub fn warn(message: &str) {
     static PRINTED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let message = message.strip_prefix("warning: ").unwrap_or(message);
+    let message = agentpack_harness::credentials::redact_url_userinfo(message);
+    let message = message.strip_prefix("warning: ").unwrap_or(&message);
     if let Ok(mut printed) = PRINTED.lock() {
         if printed.iter().any(|seen| seen == message) {
             return;
@@ -49,41 +52,82 @@ pub fn progress(ctx: &crate::context::Context, message: &str) {
     }
 }
 
-/// Reports elapsed time on stderr for work that takes longer than a second, once a second, until
-/// dropped. Silent with `--quiet` or `--no-progress`.
+/// A spinner with the elapsed time on stderr for work that takes longer than a second, until dropped.
+///
+/// Shown only on a terminal and at normal verbosity (not with `--quiet`, `--no-progress` or
+/// `AGENTPACK_NO_PROGRESS`): a pipe or a log file never gets progress lines. Work that ends within the
+/// second (a no-op sync) never draws anything, and dropping the ticker wakes its thread at once, so
+/// the cost on a hot path is one thread start and one join, no sleep.
 pub struct Ticker {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    shown: Option<(std::sync::Arc<TickerStop>, std::thread::JoinHandle<()>)>,
+}
+
+/// The flag a ticker's thread waits on: set when the work is done.
+#[derive(Default)]
+struct TickerStop {
+    done: std::sync::Mutex<bool>,
+    wake: std::sync::Condvar,
+}
+
+impl TickerStop {
+    /// Waits up to `timeout`; true when the work is done.
+    fn wait(&self, timeout: std::time::Duration) -> bool {
+        let Ok(done) = self.done.lock() else {
+            return true;
+        };
+        match self.wake.wait_timeout_while(done, timeout, |done| !*done) {
+            Ok((done, _)) => *done,
+            Err(_) => true,
+        }
+    }
+
+    fn finish(&self) {
+        if let Ok(mut done) = self.done.lock() {
+            *done = true;
+        }
+        self.wake.notify_all();
+    }
 }
 
 impl Ticker {
+    /// How long work runs before the spinner appears.
+    const DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+    /// How often the spinner redraws.
+    const REDRAW: std::time::Duration = std::time::Duration::from_millis(120);
+
     pub fn start(ctx: &crate::context::Context, label: &str) -> Self {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let thread = (ctx.verbosity == crate::context::Verbosity::Normal).then(|| {
-            let stop = std::sync::Arc::clone(&stop);
-            let label = label.to_owned();
-            std::thread::spawn(move || {
-                let started = std::time::Instant::now();
-                let mut reported = 0;
-                while !stop.load(Ordering::SeqCst) {
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                    let seconds = started.elapsed().as_secs();
-                    if seconds > reported && !stop.load(Ordering::SeqCst) {
-                        reported = seconds;
-                        eprintln!("{label}… {seconds}s");
-                    }
-                }
-            })
+        use std::io::IsTerminal as _;
+        if ctx.verbosity != crate::context::Verbosity::Normal || !std::io::stderr().is_terminal() {
+            return Self { shown: None };
+        }
+        let stop = std::sync::Arc::new(TickerStop::default());
+        let waiter = std::sync::Arc::clone(&stop);
+        let label = label.to_owned();
+        let thread = std::thread::spawn(move || {
+            if waiter.wait(Self::DELAY) {
+                return;
+            }
+            let spinner = indicatif::ProgressBar::new_spinner();
+            spinner.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} {msg}… {elapsed}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+            );
+            spinner.set_message(label);
+            while !waiter.wait(Self::REDRAW) {
+                spinner.tick();
+            }
+            spinner.finish_and_clear();
         });
-        Self { stop, thread }
+        Self {
+            shown: Some((stop, thread)),
+        }
     }
 }
 
 impl Drop for Ticker {
     fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        if let Some(thread) = self.thread.take() {
+        if let Some((stop, thread)) = self.shown.take() {
+            stop.finish();
             let _ = thread.join();
         }
     }
@@ -124,4 +168,27 @@ pub fn json<T: Serialize>(body: &T) -> anyhow::Result<()> {
     let mut text = serde_json::to_string_pretty(&enveloped)?;
     text.push('\n');
     write_stdout(text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TickerStop;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_finished_ticker_wakes_its_waiter_at_once() {
+        let stop = std::sync::Arc::new(TickerStop::default());
+        let waiter = std::sync::Arc::clone(&stop);
+        let started = Instant::now();
+        let thread = std::thread::spawn(move || waiter.wait(Duration::from_secs(30)));
+        stop.finish();
+        assert!(thread.join().unwrap(), "the waiter saw the work done");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn an_unfinished_ticker_times_out() {
+        let stop = TickerStop::default();
+        assert!(!stop.wait(Duration::from_millis(10)));
+    }
 }

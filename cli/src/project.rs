@@ -4,20 +4,30 @@
 //! Places follow the docs: state under `$AGENTPACK_HOME/projects/<project-hash>/`, staging under
 //! `AGENTPACK_STAGING_ROOT`, else `<temp dir>/agentpack-<project-hash>/`. Nothing here resolves or
 //! stages; commands do.
+//!
+//! With separate roots (see [`crate::context::Roots`]) the project hash is keyed by the pair
+//! (definition root, workspace), so two checkouts bound to one definition never share a state
+//! directory, a staging root or a pointer; an `AGENTPACK_STAGING_ROOT` is then partitioned by that
+//! hash. One root (definition = workspace) keeps the single-root hash and places.
 
 use std::path::{Path, PathBuf};
 
 use agentpack_lockfile::{keys, Lockfile, Manifest};
 use anyhow::{Context as _, Result};
 
-use crate::context::{Context, Home, LOCK_FILE, MANIFEST_FILE};
+use crate::context::{Context, Home, RootsSource, LOCK_FILE, MANIFEST_FILE};
 use crate::env::{self, EnvVars};
 use crate::output;
 
 /// A project on disk.
 #[derive(Debug, Clone)]
 pub struct Project {
+    /// The definition root: `agentpack.toml`, `pack.lock`; path dependencies are relative to it.
     pub root: PathBuf,
+    /// The checkout: the `.agents/` overlay and workspace writes (the definition root when one root).
+    pub workspace: PathBuf,
+    /// Why these roots.
+    pub source: RootsSource,
     pub manifest_path: PathBuf,
     pub lock_path: PathBuf,
     pub hash: String,
@@ -28,18 +38,32 @@ pub struct Project {
 impl Project {
     /// The project of this command (see [`Context::project_root`]).
     pub fn discover(ctx: &Context) -> Result<Self> {
-        let root = ctx.project_root()?;
-        let root = fs_err::canonicalize(&root)?;
-        let hash = keys::project_hash(&root);
+        let roots = ctx.roots()?;
+        let root = fs_err::canonicalize(&roots.definition)?;
+        let workspace = fs_err::canonicalize(&roots.workspace).with_context(|| {
+            format!(
+                "the workspace {} does not exist\n  fix  pass an existing checkout as --workspace",
+                roots.workspace.display()
+            )
+        })?;
+        let single_root = root == workspace;
+        let hash = if single_root {
+            keys::project_hash(&root)
+        } else {
+            pair_hash(&root, &workspace)
+        };
         let home = Home::from_env()?;
         let staging_root = match env::var(EnvVars::AGENTPACK_STAGING_ROOT) {
-            Some(dir) => ctx.cwd.join(dir),
+            Some(dir) if single_root => ctx.cwd.join(dir),
+            Some(dir) => ctx.cwd.join(dir).join(format!("agentpack-{hash}")),
             None => std::env::temp_dir().join(format!("agentpack-{hash}")),
         };
         Ok(Self {
             manifest_path: root.join(MANIFEST_FILE),
             lock_path: root.join(LOCK_FILE),
             root,
+            workspace,
+            source: roots.source,
             hash,
             home,
             staging_root,
@@ -80,7 +104,7 @@ impl Project {
     /// The bytes of both files now, to restore if a later step fails.
     pub fn snapshot(&self) -> Result<FilesSnapshot> {
         let read = |path: &Path| -> Result<Option<Vec<u8>>> {
-            match std::fs::read(path) {
+            match agentpack_lockfile::read_regular_file(path) {
                 Ok(bytes) => Ok(Some(bytes)),
                 Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
                 Err(err) => Err(err).with_context(|| format!("cannot read {}", path.display())),
@@ -91,6 +115,19 @@ impl Project {
             lock: (self.lock_path.clone(), read(&self.lock_path)?),
         })
     }
+}
+
+/// The project hash of separate roots: the first 8 bytes of SHA-256 over both canonical paths, in
+/// hex, so it can never equal the single-root hash of either directory alone.
+pub fn pair_hash(definition: &Path, workspace: &Path) -> String {
+    use sha2::{Digest as _, Sha256};
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut digest = Sha256::new();
+    digest.update(b"agentpack-roots-v1\0definition\0");
+    digest.update(definition.as_os_str().as_bytes());
+    digest.update(b"\0workspace\0");
+    digest.update(workspace.as_os_str().as_bytes());
+    hex::encode(&digest.finalize()[..8])
 }
 
 /// Saved bytes of the manifest and the lock.

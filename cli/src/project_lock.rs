@@ -25,6 +25,13 @@ impl ProjectLock {
     /// Locks the project whose state directory is `state_dir`, waiting for another agentpack
     /// command in that project to finish.
     pub fn acquire(state_dir: &Path, project_root: &Path) -> Result<Self> {
+        // `projects/` is shared by every user of a shared AGENTPACK_HOME (issue 12, defect 7).
+        if let Some(projects) = state_dir.parent() {
+            if let Some(home) = projects.parent() {
+                fs_err::create_dir_all(home)?;
+            }
+            agentpack_store::ensure_shared_dir(projects)?;
+        }
         fs_err::create_dir_all(state_dir)?;
         let path = state_dir.join("project.lock");
         let open = || {

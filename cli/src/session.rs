@@ -49,12 +49,13 @@ pub fn flush_store_warnings(store: &Store) {
 
 /// A GitHub session from `AGENTPACK_GITHUB_API_URL`, `AGENTPACK_GITHUB_URL`, `GITHUB_TOKEN`, `GH_TOKEN`.
 pub fn github(store: &Arc<Store>) -> Result<GitHubSession> {
-    let config = GitHubConfig::from_values(
+    let mut config = GitHubConfig::from_values(
         env::var(EnvVars::AGENTPACK_GITHUB_API_URL),
         env::var(EnvVars::AGENTPACK_GITHUB_URL),
         env::var(EnvVars::GITHUB_TOKEN),
         env::var(EnvVars::GH_TOKEN),
     );
+    config.limits = env::limits()?;
     match GitHubSession::new(store, config) {
         Ok(session) => Ok(session),
         // The store's scratch space: every command that fetches or copies packages needs it.

@@ -45,8 +45,10 @@ fn synced_project() -> IsolatedHome {
         "---\nname: planner\ndescription: Plans a change before it is written.\ntools: Read, Grep\nmodel: sonnet\ncolor: green\n---\n\nWrite a short plan first.\n",
     )
     .unwrap();
+    // A directory with a root SKILL.md is one skill (issue 13), so the skill sits in skills/.
+    std::fs::create_dir_all(extra.join("skills/team-rules")).unwrap();
     std::fs::write(
-        extra.join("SKILL.md"),
+        extra.join("skills/team-rules/SKILL.md"),
         "---\nname: team-rules\ndescription: The team's rules.\n---\n\nFollow them.\n",
     )
     .unwrap();

@@ -350,6 +350,8 @@ fn a_secret_template_is_expanded_from_the_environment_at_each_launch() {
         seen.contains("AGENTPACK_MCP_DB_DATABASE_URL=postgres://app:pw-SENTINEL@db2.internal/app"),
         "{seen}"
     );
+    // A launch stages only its own agent: Claude Code's generation, before the template changes.
+    let before = std::fs::canonicalize(home.staging_root.join("modes/default")).unwrap();
     let seen = launch("codex", "db3.internal");
     assert!(
         seen.contains(r#"DATABASE_URL = "postgres://app:pw-SENTINEL@db3.internal/app""#),
@@ -362,7 +364,6 @@ fn a_secret_template_is_expanded_from_the_environment_at_each_launch() {
 
     // A changed secret template keeps the staged config (it names the same variable), and the
     // next launch gives the agent the new text.
-    let before = staged(&home).0;
     write_servers(
         &home,
         "[mcp.servers.db]\ncommand = \"node\"\nargs = [\"s.js\"]\nenv = { DATABASE_URL = 'postgres://app:pw-SENTINEL@${DB_HOST}/app' }\n\n[mcp.servers.api]\ntype = \"http\"\nurl = \"https://mcp.example.invalid/mcp\"\nheaders = { Authorization = 'Bearer OTHER_SENTINEL_${TOK}' }\n",
@@ -372,7 +373,10 @@ fn a_secret_template_is_expanded_from_the_environment_at_each_launch() {
         seen.contains("AGENTPACK_MCP_API_HEADER_AUTHORIZATION=Bearer OTHER_SENTINEL_t0k"),
         "{seen}"
     );
-    assert_eq!(staged(&home).0, before);
+    assert_eq!(
+        std::fs::canonicalize(home.staging_root.join("modes/default")).unwrap(),
+        before
+    );
 
     // The launch record (0600, outside the store) keeps the template, not a launch's expansion.
     let projects = home.agentpack_home.join("projects");
@@ -388,7 +392,11 @@ fn a_secret_template_is_expanded_from_the_environment_at_each_launch() {
         "{recorded}"
     );
 
-    let (_, claude, _) = staged(&home);
+    let claude = std::fs::read_to_string(
+        home.staging_root
+            .join("modes/default/plugins/agentpack-bundle/.mcp.json"),
+    )
+    .unwrap();
     assert!(
         claude.contains(r#""DATABASE_URL": "${AGENTPACK_MCP_DB_DATABASE_URL}""#),
         "{claude}"

@@ -664,8 +664,9 @@ fn a_running_agent_keeps_its_generation_while_a_sync_and_a_launch_switch_the_poi
         !old_bundle.exists(),
         "the released generation was collected"
     );
+    // A launch stages only its own agent (issue 13): the selected generation is Codex's.
     assert!(
-        t.generation().join("plugins/agentpack-bundle").is_dir(),
+        t.generation().join("codex-home").is_dir(),
         "the selected one stays"
     );
 }
@@ -717,11 +718,17 @@ fn the_agy_workspace_link_is_not_project_content() {
         recorded,
         "the second agy launch took the fast path"
     );
-    t.ok(&["claude"], &[]);
-    assert_eq!(t.generation(), first, "claude stages the same generation");
+    // A launch stages only its own agent (issue 13); after a bare sync every launch uses its
+    // generation, which the link does not change either.
+    assert!(first.join("agy/agentpack-bundle").is_dir());
     t.ok(&["sync"], &[]);
+    let all = t.generation();
     t.ok(&["agy"], &[]);
-    assert_eq!(t.generation(), first, "and so does a bare sync");
+    assert_eq!(t.generation(), all, "agy uses the bare sync's generation");
+    t.ok(&["claude"], &[]);
+    assert_eq!(t.generation(), all, "so does claude");
+    t.ok(&["sync"], &[]);
+    assert_eq!(t.generation(), all, "and a bare sync again");
 }
 
 /// `--workspace` is a global flag: before or after the launcher, it names the agent's workspace.

@@ -166,7 +166,7 @@ fn an_update_names_the_files_it_removes_and_keeps_the_replaced_copy() {
 
     let dry = run_in(&iso, &["extra", "sync-claude", "--dry-run"]);
     assert!(dry.status.success());
-    let said = String::from_utf8_lossy(&dry.stderr);
+    let said = String::from_utf8_lossy(&dry.stdout);
     assert!(
         said.contains("would update .agents/skills/s -> .claude/skills/s"),
         "{said}"

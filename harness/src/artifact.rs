@@ -114,8 +114,17 @@ pub fn discover(
         seen_names: BTreeSet::new(),
         out: Discovery::default(),
     };
+    // A directory with a root `SKILL.md` (and no plugin manifest: a skill, not a plugin) is one
+    // skill: everything below it (`agents/*.md`, `commands/`, `scripts/`) is the skill's files,
+    // never artifacts of their own.
     if let Ok(Node::File(_)) = tree.resolve("SKILL.md") {
         finder.skill_dir("", root_skill_name, "SKILL.md")?;
+        let is_plugin = MANIFESTS
+            .iter()
+            .any(|manifest| matches!(tree.resolve(manifest), Ok(Node::File(_))));
+        if !is_plugin {
+            return Ok(finder.out);
+        }
     }
     for prefix in LOCATION_PREFIXES {
         finder.skills_dir(&format!("{prefix}skills"), false)?;
@@ -198,7 +207,6 @@ impl Finder<'_> {
         }
         let skill_files = files
             .into_iter()
-            // A root skill is the whole package: its other component directories are not skill files.
             .map(|(relative, resolved)| SkillFile {
                 source: self.tree.absolute(&resolved),
                 executable: self.tree.executable(&resolved),
@@ -363,6 +371,9 @@ impl Finder<'_> {
                     self.warn(format!("skipped {key} path `{path}` declared in `{manifest}`: it leaves the package"));
                     continue;
                 }
+                // A manifest naming a kind's conventional directory (`"skills": "./skills/"`)
+                // declares nothing new: when it is missing, it is as quiet as the default.
+                let declared = clean != key;
                 if kind == ArtifactKind::Skill {
                     if clean.ends_with("SKILL.md") {
                         let dir = clean
@@ -371,10 +382,10 @@ impl Finder<'_> {
                             .to_string();
                         self.skills_dir(&dir, true)?;
                     } else {
-                        self.skills_dir(&clean, true)?;
+                        self.skills_dir(&clean, declared)?;
                     }
                 } else {
-                    self.files_dir(&clean, kind, true)?;
+                    self.files_dir(&clean, kind, declared)?;
                 }
             }
         }
@@ -398,6 +409,23 @@ fn clean_declared(path: &str) -> String {
         }
     }
     parts.join("/")
+}
+
+/// A markdown artifact of `kind` named `name` with `text`, as discovery would make it from
+/// `/pkg/<name>.md` (for unit tests of the modules that convert and rename artifacts).
+#[cfg(test)]
+pub(crate) fn test_artifact(kind: ArtifactKind, name: &str, text: &str) -> Artifact {
+    Artifact {
+        kind,
+        name: name.into(),
+        source_relative: format!("{}s/{name}.md", kind.as_str()),
+        source: PathBuf::from(format!("/pkg/{name}.md")),
+        executable: false,
+        extension: "md".into(),
+        text: text.into(),
+        document: crate::frontmatter::parse(text),
+        skill_files: Vec::new(),
+    }
 }
 
 #[cfg(test)]

@@ -299,12 +299,16 @@ pub fn cursor_rule(artifact: &Artifact) -> PlanEntry {
 
 /// Antigravity rule: a markdown rule as written, an `.mdc` re-rendered with `trigger`.
 pub fn antigravity_rule(artifact: &Artifact) -> PlanEntry {
-    if artifact.extension == "md"
-        && (!artifact.document.has_frontmatter || artifact.document.valid_yaml)
-    {
+    let doc = &artifact.document;
+    // A markdown rule with Cursor's or Claude Code's scope fields (`alwaysApply`, `globs`, `paths`)
+    // and no `trigger` is given the `trigger` Antigravity reads; one without them is kept as written.
+    let foreign_scope = !doc.fields.contains_key("trigger")
+        && ["alwaysApply", "globs", "paths"]
+            .iter()
+            .any(|key| doc.fields.contains_key(*key));
+    if artifact.extension == "md" && (!doc.has_frontmatter || doc.valid_yaml) && !foreign_scope {
         return unchanged(artifact);
     }
-    let doc = &artifact.document;
     let mut fields = IndexMap::new();
     let scope = rule_scope(artifact);
     let globs = globs_text(artifact);
@@ -370,14 +374,35 @@ fn tool_list(value: &FieldValue) -> Vec<String> {
             .collect(),
         other => other
             .as_text()
-            .map(|t| {
-                t.split(',')
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .collect()
-            })
+            .map(|t| split_tool_list(&t))
             .unwrap_or_default(),
     }
+}
+
+/// Splits a comma-separated tool list at the commas outside parentheses, so `Agent(a, b), Read`
+/// is two tools.
+fn split_tool_list(text: &str) -> Vec<String> {
+    let mut tools = Vec::new();
+    let mut current = String::new();
+    let mut depth = 0usize;
+    for c in text.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                tools.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    tools.push(current);
+    tools
+        .into_iter()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 /// Sets the OpenCode counterpart of each tool `value` lists to `enabled`; returns the tools that
@@ -412,7 +437,7 @@ fn color_hex(name: &str) -> Option<&'static str> {
         "gray" | "grey" => "#6b7280",
         "white" => "#ffffff",
         "black" => "#000000",
-        _ => return None,
+        other => return crate::css_colors::css_color_hex(other),
     })
 }
 
@@ -590,21 +615,7 @@ pub fn codex_agent_toml(artifact: &Artifact, name: &str, label: &str) -> Vec<u8>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
-
-    fn artifact(kind: ArtifactKind, name: &str, text: &str) -> Artifact {
-        Artifact {
-            kind,
-            name: name.into(),
-            source_relative: format!("{}s/{name}.md", kind.as_str()),
-            source: PathBuf::from(format!("/pkg/{name}.md")),
-            executable: false,
-            extension: "md".into(),
-            text: text.into(),
-            document: frontmatter::parse(text),
-            skill_files: Vec::new(),
-        }
-    }
+    use crate::artifact::test_artifact as artifact;
 
     fn text(entry: PlanEntry) -> String {
         match entry {

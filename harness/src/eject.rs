@@ -145,6 +145,10 @@ pub struct EjectPlan {
     pub warnings: Vec<String>,
     /// Information for the user that is not a problem (how an agent picks the content up).
     pub notes: Vec<String>,
+    /// Why eject must write nothing: an MCP server's `url` or argument holds a credential, which a
+    /// launcher gives at launch and eject would have to write into files people commit. Each names
+    /// the server and the field and says how to pass the value instead; none holds a value.
+    pub refusals: Vec<String>,
 }
 
 /// A recorded file and the digest of the bytes eject wrote.
@@ -322,6 +326,7 @@ fn merge_servers(files: &[SourceFile], source: &str, target: &str, plan: &mut Ej
     };
     if let Some(servers) = value.get("mcpServers").and_then(Value::as_object) {
         for (name, server) in servers {
+            refuse_credentials(name, server, plan);
             warn_secret_references(name, server, plan);
             plan.edits.push(JsonEdit {
                 file: target.to_owned(),
@@ -330,6 +335,57 @@ fn merge_servers(files: &[SourceFile], source: &str, target: &str, plan: &mut Ej
                 value: server.clone(),
             });
         }
+    }
+}
+
+/// Whether `staged` is exactly the reference to `var`, in any agent's syntax (`${VAR}`,
+/// `${env:VAR}`, `{env:VAR}`).
+fn is_reference_to(staged: &str, var: &str) -> bool {
+    let inner = staged
+        .strip_prefix("${env:")
+        .or_else(|| staged.strip_prefix("${"))
+        .or_else(|| staged.strip_prefix("{env:"))
+        .and_then(|rest| rest.strip_suffix('}'));
+    inner == Some(var)
+}
+
+/// Refuses a staged server whose `url` or an argument is given at launch because it holds a
+/// credential (rendering staged it as `AGENTPACK_MCP_<SERVER>_URL` / `_ARG_<i>`).
+fn refuse_credentials(name: &str, server: &Value, plan: &mut EjectPlan) {
+    use crate::mcp::{arg_secret, secret_var, URL_SECRET};
+    let url_var = secret_var(name, URL_SECRET);
+    let url = ["url", "serverUrl"]
+        .iter()
+        .filter_map(|key| server.get(*key).and_then(Value::as_str))
+        .any(|url| is_reference_to(url, &url_var));
+    if url {
+        push_refusal(plan, format!(
+            "MCP server `{name}`: its `url` carries credentials (user:password@ before the host), which eject would write into files people commit\n  fix  write references in its definition instead, e.g. url = \"https://${{MCP_USER}}:${{MCP_PASSWORD}}@host/path\", and set those variables where your editor starts (a launcher such as `agentpack claude` gives the value at launch without eject)"
+        ));
+    }
+    let args: Vec<&str> = server
+        .get("args")
+        .and_then(Value::as_array)
+        .map(|list| list.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for (index, arg) in args.iter().enumerate() {
+        if is_reference_to(arg, &secret_var(name, &arg_secret(index))) {
+            let flag = index
+                .checked_sub(1)
+                .and_then(|i| args.get(i))
+                .filter(|flag| crate::credentials::is_credential_flag(flag) && !flag.contains('='))
+                .map(|flag| format!(" (the value of {flag})"))
+                .unwrap_or_default();
+            push_refusal(plan, format!(
+                "MCP server `{name}`: `args[{index}]`{flag} holds a credential, which eject would write into files people commit\n  fix  write a reference in its definition instead (e.g. \"${{API_KEY}}\" or \"--api-key=${{API_KEY}}\") and set that variable where your editor starts (a launcher such as `agentpack claude` gives the value at launch without eject)"
+            ));
+        }
+    }
+}
+
+fn push_refusal(plan: &mut EjectPlan, refusal: String) {
+    if !plan.refusals.contains(&refusal) {
+        plan.refusals.push(refusal);
     }
 }
 
@@ -374,6 +430,7 @@ fn merge_toml_servers(file: &SourceFile, eject_root: &str, plan: &mut EjectPlan)
         return;
     };
     for (name, server) in servers {
+        refuse_credentials(name, server, plan);
         warn_secret_references(name, server, plan);
         plan.edits.push(JsonEdit {
             file: CODEX_PROJECT_CONFIG.to_owned(),
@@ -599,6 +656,14 @@ fn register(agent: Agent, files: &[SourceFile], eject_root: &str, plan: &mut Eje
         }
         Agent::Antigravity => {
             let target = ".agents/plugins/agentpack-bundle";
+            let config = format!("{}/mcp_config.json", staged_root(agent));
+            if let Some(value) = find(files, &config).and_then(|file| parse_json(file, plan)) {
+                if let Some(servers) = value.get("mcpServers").and_then(Value::as_object) {
+                    for (name, server) in servers {
+                        refuse_credentials(name, server, plan);
+                    }
+                }
+            }
             copy_dir(files, staged_root(agent), target, false, plan);
             plan.owned_dirs.push(target.to_owned());
         }
@@ -1244,6 +1309,49 @@ mod tests {
         let unmerged = unmerge_toml(&changed, &[&edit], None).unwrap();
         assert_eq!(unmerged.changed, [".codex/config.toml#/mcp_servers/fs"]);
         assert_eq!(unmerged.text, changed);
+    }
+
+    #[test]
+    fn credentials_given_at_launch_are_refused_by_server_and_field() {
+        let files = [
+            source(
+                "plugins/agentpack-bundle/.mcp.json",
+                r#"{"mcpServers":{"db":{"url":"${AGENTPACK_MCP_DB_URL}","headers":{"X":"${AGENTPACK_MCP_DB_HEADER_X}"}},"k":{"command":"n","args":["--api-key","${AGENTPACK_MCP_K_ARG_1}"]}}}"#,
+            ),
+            source(
+                "codex-home/config.toml",
+                "[mcp_servers.k]\ncommand = \"n\"\nargs = [\"--api-key\", \"${AGENTPACK_MCP_K_ARG_1}\"]\n",
+            ),
+            source(
+                "agy/agentpack-bundle/mcp_config.json",
+                r#"{"mcpServers":{"db":{"serverUrl":"${AGENTPACK_MCP_DB_URL}"}}}"#,
+            ),
+        ];
+        let plan = plan(
+            &[Agent::Claude, Agent::Codex, Agent::Antigravity],
+            &files,
+            &["/store/gen"],
+            "/p/.agentpack/eject",
+        );
+        assert_eq!(plan.refusals.len(), 2, "{:?}", plan.refusals);
+        assert!(plan.refusals[0].starts_with("MCP server `db`: its `url` carries credentials"));
+        assert!(plan.refusals[1]
+            .starts_with("MCP server `k`: `args[1]` (the value of --api-key) holds a credential"));
+        // A header given at launch is a warning, as before: eject names the variable.
+        let plain = plan_for(&[Agent::Claude], &files[..1]);
+        assert!(plain
+            .warnings
+            .iter()
+            .any(|w| w.contains("AGENTPACK_MCP_DB_HEADER_X")));
+        let clean = [source(
+            "plugins/agentpack-bundle/.mcp.json",
+            r#"{"mcpServers":{"k":{"command":"n","args":["--api-key","${API_KEY}"]}}}"#,
+        )];
+        assert!(plan_for(&[Agent::Claude], &clean).refusals.is_empty());
+    }
+
+    fn plan_for(agents: &[Agent], files: &[SourceFile]) -> EjectPlan {
+        plan(agents, files, &["/store/gen"], "/p/.agentpack/eject")
     }
 
     #[test]

@@ -5,16 +5,19 @@
 //!   agentpack-bundle/
 //!     plugin.json
 //!     commands/ agents/ skills/      Claude-compatible shapes (rules become skills)
-//!     hooks/hooks.json               a package's file, copied unchanged (not translated)
+//!     hooks/hooks.json               every package's hooks merged (Claude Code's format, not
+//!                                    translated), plugin-root paths at each package's staged copy
 //!   config.fragment.toml             [mcp_servers], [plugins] enabled, [features] lsp_tools
 //!   lsp.json                         language servers for $GROK_HOME/lsp.json
 //!   AGENTS.md                        attribution guidance for the home
 //! ```
 
+use serde_json::{json, Map, Value};
+
+use crate::hooks::HookFormat;
 use crate::layout::{self, ArtifactLayout, Place};
-use crate::plan::{Agent, PlanEntry, RenderPlan};
-use crate::tree::Node;
-use crate::{attribution, claude, lsp, Context};
+use crate::plan::{Agent, RenderPlan};
+use crate::{attribution, claude, lsp, mcp, path_text, Context};
 
 /// The bundle directory, relative to the generation root.
 pub const BUNDLE: &str = "grok/agentpack-bundle";
@@ -40,30 +43,7 @@ pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
     );
     layout::stage(ctx, &mut plan, &LAYOUT);
 
-    let mut hooks_from: Option<&str> = None;
-    for package in ctx.packages {
-        if let Ok(Node::File(resolved)) = package.tree.resolve("hooks/hooks.json") {
-            if let Some(previous) = hooks_from {
-                plan.warnings.push(format!(
-                    "grok: hooks/hooks.json from {} replaces the one from {previous}",
-                    package.input.module
-                ));
-            }
-            hooks_from = Some(&package.input.module);
-            plan.entries.insert(
-                format!("{BUNDLE}/hooks/hooks.json"),
-                PlanEntry::FromFile {
-                    source: package.tree.absolute(&resolved),
-                    executable: false,
-                },
-            );
-            plan.info.push(format!(
-                "hook for grok: {} hooks/hooks.json copied unchanged (Grok hooks are not translated)",
-                package.input.module
-            ));
-        }
-    }
-
+    stage_hooks(ctx, &mut plan);
     let mut config = toml::Table::new();
     let mut plugins = toml::Table::new();
     plugins.insert(
@@ -86,4 +66,70 @@ pub(crate) fn render(ctx: &Context<'_>) -> RenderPlan {
         plan.bytes("grok/AGENTS.md".to_string(), attribution::grok_agents_md());
     }
     plan
+}
+
+/// Every package's hooks in one `hooks/hooks.json` (Grok reads Claude Code's format): for each
+/// package its Claude Code hook files, else its Codex ones (the same event names); a package with
+/// only Cursor hooks has none Grok runs, said in a warning. `${CLAUDE_PLUGIN_ROOT}` (and the other
+/// plugin variables) become the package's staged copy, where the scripts the hooks call are.
+fn stage_hooks(ctx: &Context<'_>, plan: &mut RenderPlan) {
+    let mut events: Map<String, Value> = Map::new();
+    for package in ctx.packages {
+        if package.hooks.is_empty() {
+            continue;
+        }
+        let pick = |format: HookFormat| {
+            package
+                .hooks
+                .iter()
+                .filter(|file| file.format == format)
+                .collect::<Vec<_>>()
+        };
+        let mut files = pick(HookFormat::Claude);
+        if files.is_empty() {
+            files = pick(HookFormat::Codex);
+        }
+        if files.is_empty() {
+            plan.warnings.push(format!(
+                "hook for grok skipped: {} has only Cursor hooks, whose events Grok does not have",
+                package.input.module
+            ));
+            continue;
+        }
+        let root = package
+            .plugin_root
+            .clone()
+            .unwrap_or_else(|| path_text(&package.input.root));
+        for file in files {
+            for entry in &file.entries {
+                let handler = Value::Object(entry.handler.clone()).to_string();
+                let (handler, _) =
+                    mcp::substitute_plugin_vars(&handler, &root, &package.plugin_data);
+                let handler: Value =
+                    serde_json::from_str(&handler).unwrap_or(Value::Object(entry.handler.clone()));
+                let mut group = Map::new();
+                if let Some(matcher) = &entry.matcher {
+                    group.insert("matcher".into(), json!(matcher));
+                }
+                group.insert("hooks".into(), json!([handler]));
+                if let Some(groups) = events
+                    .entry(entry.event.clone())
+                    .or_insert_with(|| json!([]))
+                    .as_array_mut()
+                {
+                    groups.push(Value::Object(group));
+                }
+            }
+            plan.info.push(format!(
+                "hook for grok: {} merged as written (Grok hooks are not translated)",
+                file.source
+            ));
+        }
+    }
+    if !events.is_empty() {
+        plan.json(
+            format!("{BUNDLE}/hooks/hooks.json"),
+            &json!({"hooks": Value::Object(events)}),
+        );
+    }
 }

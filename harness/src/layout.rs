@@ -8,8 +8,6 @@
 //! `skills/<name>/`; where commands, agents and rules go is the agent's table. Pure: it only adds
 //! entries and messages to a [`RenderPlan`].
 
-use std::collections::BTreeMap;
-
 use serde_json::{json, Value};
 
 use crate::artifact::{Artifact, ArtifactKind};
@@ -63,6 +61,18 @@ pub(crate) fn fallback_skill(
     warnings: &mut Vec<String>,
 ) -> Unit {
     let base = convert::skill_name(&artifact.name);
+    // A nested name (`git/commit`) becomes `git-commit` by the conversion rule; other characters
+    // a skill name cannot hold (`clean_gone`) are said.
+    if base != artifact.name.replace('/', "-") {
+        let message = format!(
+            "{label}: {} `{}` is staged as skill `{base}`: a skill name is lowercase letters, digits and single dashes",
+            artifact.kind.as_str(),
+            artifact.name
+        );
+        if !warnings.contains(&message) {
+            warnings.push(message);
+        }
+    }
     let (name, warning) = names.claim(&base, artifact.kind, label);
     warnings.extend(warning);
     Unit {
@@ -149,47 +159,111 @@ impl ArtifactLayout {
     }
 }
 
+/// Rewrites `${CLAUDE_PLUGIN_ROOT}`, `${CURSOR_PLUGIN_ROOT}`, `${PLUGIN_ROOT}` (and the plugin
+/// data variables) in the staged text of `artifact` to its package's staged copy `root` (and data
+/// directory `data`). Only the artifact's own file is rewritten (a skill's `SKILL.md`), never the
+/// other files of a skill.
+pub(crate) fn localize_plugin_root(
+    entries: &mut [(String, PlanEntry)],
+    artifact: &Artifact,
+    root: &str,
+    data: &str,
+) {
+    for (_, entry) in entries.iter_mut() {
+        let text = match entry {
+            PlanEntry::Bytes(bytes) => match std::str::from_utf8(bytes) {
+                Ok(text) => text.to_string(),
+                Err(_) => continue,
+            },
+            PlanEntry::FromFile { source, .. } if *source == artifact.source => {
+                artifact.text.clone()
+            }
+            _ => continue,
+        };
+        let (out, changed) = mcp::substitute_plugin_vars(&text, root, data);
+        if changed {
+            *entry = PlanEntry::Bytes(out.into_bytes());
+        }
+    }
+}
+
 /// Stages every package's artifacts (and the overlay's, when the layout merges it) below the
-/// layout's root.
+/// layout's root. Two packages' artifacts under one name are both kept (see [`crate::collision`]).
 pub(crate) fn stage(ctx: &Context<'_>, plan: &mut RenderPlan, layout: &ArtifactLayout) {
-    let mut units: BTreeMap<String, (String, Vec<(String, PlanEntry)>)> = BTreeMap::new();
-    let mut sources: Vec<(&str, &[Artifact])> = ctx
+    let mut staging = crate::collision::Staging::new(layout);
+    let mut sources: Vec<Source<'_>> = ctx
         .packages
         .iter()
-        .map(|p| (p.input.module.as_str(), p.artifacts.as_slice()))
+        .map(|p| Source {
+            label: p.input.module.as_str(),
+            name: p.name.as_str(),
+            artifacts: p.artifacts.as_slice(),
+            plugin_root: p
+                .plugin_root
+                .as_deref()
+                .map(|root| (root, p.plugin_data.as_str())),
+        })
         .collect();
     if layout.with_overlay {
         if let Some(overlay) = ctx.overlay {
-            sources.push((".agents", overlay.artifacts.as_slice()));
+            sources.push(Source {
+                label: crate::collision::OVERLAY,
+                name: "agents",
+                artifacts: overlay.artifacts.as_slice(),
+                plugin_root: None,
+            });
         }
     }
-    for (label, artifacts) in sources {
+    for source in &sources {
         let mut names = SkillNames::new(
-            artifacts
+            source
+                .artifacts
                 .iter()
                 .filter(|a| a.kind == ArtifactKind::Skill)
                 .map(|a| a.name.as_str()),
         );
-        for artifact in artifacts {
-            for unit in layout.units(artifact, label, &mut names, &mut plan.warnings) {
-                if let Some((previous, _)) = units.get(&unit.key) {
-                    if previous != label {
-                        plan.warnings.push(format!(
-                            "{}: `{}` from {label} replaces the one from {previous}",
-                            plan.agent, unit.key
-                        ));
-                    }
+        for artifact in source.artifacts {
+            let units = layout.units(artifact, source.label, &mut names, &mut plan.warnings);
+            for (index, mut unit) in units.into_iter().enumerate() {
+                if let Some((root, data)) = source.plugin_root {
+                    localize_plugin_root(&mut unit.entries, artifact, root, data);
                 }
-                units.insert(unit.key, (label.to_string(), unit.entries));
+                staging.add(plan, source, artifact, index, unit);
             }
         }
     }
-    for (_, (_, entries)) in units {
-        for (path, entry) in entries {
-            plan.entries
-                .insert(format!("{}/{path}", layout.root), entry);
+    for (path, entry) in staging.into_entries() {
+        plan.entries
+            .insert(format!("{}/{path}", layout.root), entry);
+    }
+}
+
+/// One input tree's artifacts, as [`stage`] layers them.
+pub(crate) struct Source<'a> {
+    /// The module (or `.agents`), in messages.
+    pub label: &'a str,
+    /// The prefix of a renamed collision loser.
+    pub name: &'a str,
+    pub artifacts: &'a [Artifact],
+    /// The package's staged copy and data directory, when its text names them.
+    pub plugin_root: Option<(&'a str, &'a str)>,
+}
+
+/// What one artifact becomes in `layout` (for re-staging a renamed artifact).
+pub(crate) fn units_of(
+    layout: &ArtifactLayout,
+    artifact: &Artifact,
+    label: &str,
+    plugin_root: Option<(&str, &str)>,
+) -> Vec<Unit> {
+    let mut ignored = Vec::new();
+    let mut units = layout.units(artifact, label, &mut SkillNames::default(), &mut ignored);
+    if let Some((root, data)) = plugin_root {
+        for unit in &mut units {
+            localize_plugin_root(&mut unit.entries, artifact, root, data);
         }
     }
+    units
 }
 
 /// Copies the overlay's `<subtree>/` (its `claude/` or `codex/` directory) unchanged below `prefix`.

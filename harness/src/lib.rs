@@ -27,7 +27,10 @@ pub mod artifact;
 pub mod attribution;
 pub mod claude;
 pub mod codex;
+mod collision;
 pub mod convert;
+pub mod credentials;
+mod css_colors;
 pub mod cursor;
 pub mod eject;
 pub mod frontmatter;
@@ -41,11 +44,12 @@ mod layout;
 pub mod lsp;
 pub mod mcp;
 pub mod mode;
+mod mode_mcp;
 pub mod opencode;
 pub mod plan;
 pub mod tree;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
@@ -53,7 +57,7 @@ use serde_json::Value;
 
 pub use mcp::{McpLaunch, McpOAuth, McpServer, MergedServer};
 pub use mode::{ModeBase, ModeFilter, PathFilter, Selector, SelectorError};
-pub use plan::{Agent, GenerationPlan, PlanEntry, RenderPlan, SecretLayer, SharedPlan};
+pub use plan::{Agent, Collision, GenerationPlan, PlanEntry, RenderPlan, SecretLayer, SharedPlan};
 
 use crate::artifact::Artifact;
 use crate::hooks::{HookFile, PackageHooks};
@@ -92,6 +96,9 @@ pub struct PackageInput {
     pub root: PathBuf,
     /// Which paths of the package the mode selects (see [`ModeFilter::package_filter`]).
     pub filter: PathFilter,
+    /// Regular files that were executable in the package's source (the store keeps the tree's
+    /// files 0444): staged with the execute bit.
+    pub executables: BTreeSet<String>,
 }
 
 /// The project's `./.agents/` directory.
@@ -145,6 +152,9 @@ pub(crate) struct LoadedPackage {
     /// `<generation>/plugin-roots/<prefix>` when servers, hooks or language servers run from it.
     pub plugin_root: Option<String>,
     pub plugin_data: String,
+    /// The package's name as a prefix for a renamed collision loser: its plugin manifest's `name`,
+    /// else the last segment of its module, as a skill name.
+    pub name: String,
 }
 
 /// The `./.agents/` overlay after reading.
@@ -313,15 +323,26 @@ fn read_plugin_servers(
             }
         }
     };
+    let mut found = Vec::new();
     for file in mcp::PLUGIN_MCP_FILES {
         if let Some(value) = read_json(file, warnings)? {
-            let label = format!("{module} {file}");
-            add(
-                mcp::parse_servers(&value, &label, warnings),
-                file,
-                &mut servers,
-            );
+            found.push((file, value));
         }
+    }
+    // `mcp.json` copied from a legacy `.mcp.json` (the normalization step) is read once, as the
+    // later file, so its servers and their problems are not reported twice.
+    if let [(_, first), (_, second)] = found.as_slice() {
+        if first == second {
+            found.remove(0);
+        }
+    }
+    for (file, value) in found {
+        let label = format!("{module} {file}");
+        add(
+            mcp::parse_servers(&value, &label, warnings),
+            file,
+            &mut servers,
+        );
     }
     for manifest in mcp::PLUGIN_MANIFESTS {
         if tree.resolve(manifest).is_err() {
@@ -375,7 +396,7 @@ fn load_package(
     options: &RenderOptions,
     warnings: &mut Vec<String>,
 ) -> Result<LoadedPackage, HarnessError> {
-    let tree = PackageTree::read(&input.root, &input.filter)?;
+    let tree = PackageTree::read(&input.root, &input.filter)?.with_executables(&input.executables);
     let label = input.module.as_str();
     let discovery = artifact::discover(&tree, label, &root_skill_name(input, &tree))?;
     warnings.extend(discovery.warnings);
@@ -384,8 +405,13 @@ fn load_package(
     let servers = read_plugin_servers(&tree, label, warnings)?;
     let plugin_data = format!("{}/{}", path_text(&options.plugin_data_root), input.module);
     let lsp_uses_root = lsp.values().any(|v| v.to_string().contains("PLUGIN_ROOT}"));
+    let artifacts_use_root = discovery
+        .artifacts
+        .iter()
+        .any(|a| mcp::names_plugin_root(&a.text));
     let needs_root = !hooks.is_empty()
         || lsp_uses_root
+        || artifacts_use_root
         || servers.iter().any(|s| mcp::uses_plugin_root(&s.server));
     let plugin_root = needs_root.then(|| {
         format!(
@@ -394,6 +420,7 @@ fn load_package(
             plugin_root_dir(&input.cache_key)
         )
     });
+    let name = package_name(input, &tree);
     Ok(LoadedPackage {
         input: input.clone(),
         tree,
@@ -403,7 +430,36 @@ fn load_package(
         servers,
         plugin_root,
         plugin_data,
+        name,
     })
+}
+
+/// See [`LoadedPackage::name`].
+fn package_name(input: &PackageInput, tree: &PackageTree) -> String {
+    for manifest in mcp::PLUGIN_MANIFESTS {
+        if let Ok(Node::File(resolved)) = tree.resolve(manifest) {
+            let name = tree
+                .read_text(&resolved)
+                .ok()
+                .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+                .and_then(|value| {
+                    value
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                });
+            if let Some(name) = name.filter(|n| !n.trim().is_empty()) {
+                return convert::skill_name(&name);
+            }
+        }
+    }
+    let last = input
+        .path
+        .rsplit('/')
+        .next()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| input.module.rsplit('/').next().unwrap_or(&input.module));
+    convert::skill_name(last)
 }
 
 fn load_overlay(
@@ -504,22 +560,33 @@ pub fn collect_mcp_servers(
     let mut info = Vec::new();
     let mode = &inputs.mode;
     let mut plugin_servers = Vec::new();
+    let mut read_names = Vec::new();
     for input in layered_packages(&inputs.packages, &mut info) {
         let tree = PackageTree::read(&input.root, &input.filter)?;
         for server in read_plugin_servers(&tree, &input.module, &mut warnings)? {
+            read_names.push(server.name.clone());
             if mode.mcp_selected(&server.name, true) {
                 plugin_servers.push(server);
             }
         }
     }
+    let found: Vec<&str> = read_names.iter().map(String::as_str).collect();
+    plugin_servers.extend(
+        mode_mcp::plugin_servers_enabled_by_name(inputs, &found)?
+            .into_iter()
+            .map(|named| named.server),
+    );
     let mut overlay_servers = Vec::new();
     if inputs.options.dot_agents_enabled {
         if let Some(overlay) = &inputs.overlay {
             if let Some((_, servers)) = load_overlay(overlay, &mut Vec::new())? {
+                let names: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
                 overlay_servers = servers
                     .into_iter()
                     .filter(|s| mode.mcp_selected(&s.name, mode.base_includes_mcp()))
                     .collect();
+                let found: Vec<&str> = names.iter().map(String::as_str).collect();
+                overlay_servers.extend(mode_mcp::overlay_servers_enabled_by_name(inputs, &found)?);
             }
         }
     }
@@ -570,10 +637,23 @@ pub fn render_generation(
             plugin_servers.push(server);
         }
     }
+    // `mcp:<name>` selects a server whatever its source (see `mode_mcp`).
+    let found: Vec<&str> = packages
+        .iter()
+        .flat_map(|p| p.servers.iter().map(|s| s.name.as_str()))
+        .collect();
+    for named in mode_mcp::plugin_servers_enabled_by_name(inputs, &found)? {
+        let mut server = named.server;
+        mcp::localize_plugin_server(&mut server.server, &named.plugin_root, &named.plugin_data);
+        plugin_servers.push(server);
+    }
     let manifest = selected_manifest_servers(inputs);
+    let found: Vec<&str> = overlay_servers.iter().map(|s| s.name.as_str()).collect();
+    let by_name = mode_mcp::overlay_servers_enabled_by_name(inputs, &found)?;
     let overlay_servers = overlay_servers
         .into_iter()
         .filter(|s| mode.mcp_selected(&s.name, mode.base_includes_mcp()))
+        .chain(by_name)
         .collect();
     let mut servers = mcp::merge(plugin_servers, &manifest, overlay_servers, &mut info);
     for server in &mut servers {
@@ -666,6 +746,7 @@ mod tests {
             kind: kind.into(),
             root: PathBuf::new(),
             filter: PathFilter::all(),
+            executables: BTreeSet::new(),
         }
     }
 

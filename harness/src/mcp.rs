@@ -11,7 +11,11 @@
 //! (`${VAR}`) or a template whose text cannot carry a secret (`Bearer ${TOKEN}`) is kept in the
 //! agent's own syntax; anything else (a literal, or a template such as `postgres://app:pw@${HOST}`)
 //! is moved to the plan's [`SecretLayer`] as written and referenced by name, and the launcher
-//! expands a template's references at each launch ([`expand_references`]).
+//! expands a template's references at each launch ([`expand_references`]). A `url` with userinfo
+//! and each argument that holds a credential (the rule of [`crate::credentials`]) are handled the
+//! same way: staged as `${AGENTPACK_MCP_<SERVER>_URL}` / `${AGENTPACK_MCP_<SERVER>_ARG_<i>}` (for
+//! Codex and Grok, which expand nothing, as that text, with the real values in the home layer's
+//! `config.toml`).
 
 use indexmap::IndexMap;
 use serde_json::{json, Map, Value};
@@ -237,17 +241,21 @@ pub fn substitute_plugin_vars(text: &str, plugin_root: &str, plugin_data: &str) 
     (out, changed)
 }
 
+/// Whether `text` names its plugin's directory (`${CLAUDE_PLUGIN_ROOT}`, `${CURSOR_PLUGIN_ROOT}`
+/// or `${PLUGIN_ROOT}`).
+pub fn names_plugin_root(text: &str) -> bool {
+    [
+        "${CLAUDE_PLUGIN_ROOT}",
+        "${CURSOR_PLUGIN_ROOT}",
+        "${PLUGIN_ROOT}",
+    ]
+    .iter()
+    .any(|v| text.contains(v))
+}
+
 /// Whether a server names its plugin's directory (and so needs a staged copy of the package).
 pub fn uses_plugin_root(server: &McpServer) -> bool {
-    let names = |s: &str| {
-        [
-            "${CLAUDE_PLUGIN_ROOT}",
-            "${CURSOR_PLUGIN_ROOT}",
-            "${PLUGIN_ROOT}",
-        ]
-        .iter()
-        .any(|v| s.contains(v))
-    };
+    let names = names_plugin_root;
     server.command.as_deref().is_some_and(names)
         || server.args.iter().any(|a| names(a))
         || server.env.values().any(|v| names(v))
@@ -388,9 +396,9 @@ pub fn staged_form(server: &McpServer, plugin_data_root: &std::path::Path) -> Va
     json!({
         "type": server.server_type,
         "command": server.command,
-        "args": server.args,
+        "args": staged_args(&server.args),
         "env": pairs(&server.env),
-        "url": server.url,
+        "url": server.url.as_deref().map(staged_url),
         "disabled": server.disabled,
         "headers": pairs(&server.headers),
         "cwd": server.cwd,
@@ -402,6 +410,34 @@ pub fn staged_form(server: &McpServer, plugin_data_root: &std::path::Path) -> Va
             "metadata_url": oauth.metadata_url,
         })),
     })
+}
+
+/// A server's arguments as the generation digest sees them: each one that holds a credential
+/// ([`crate::credentials::credential_args`]) only as `["secret"]`, the others as written.
+pub fn staged_args(args: &[String]) -> Value {
+    let credentials = crate::credentials::credential_args(args);
+    Value::Array(
+        args.iter()
+            .enumerate()
+            .map(|(index, arg)| {
+                if credentials.contains(&index) {
+                    json!(["secret"])
+                } else {
+                    json!(arg)
+                }
+            })
+            .collect(),
+    )
+}
+
+/// A server's URL as the generation digest sees it: `["secret"]` when it carries userinfo, else
+/// as written.
+pub fn staged_url(url: &str) -> Value {
+    if crate::credentials::has_url_credentials(url) {
+        json!(["secret"])
+    } else {
+        json!(url)
+    }
 }
 
 /// Expands the `${VAR}` and `${VAR:-default}` references of a secret template from `lookup` (the
@@ -453,6 +489,15 @@ fn is_var_name(name: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The `<WHAT>` of [`secret_var`] for a server's URL that carries credentials.
+pub const URL_SECRET: &str = "URL";
+
+/// The `<WHAT>` of [`secret_var`] for a server's argument (0-based, as staged) that holds a
+/// credential: `ARG_<index>`.
+pub fn arg_secret(index: usize) -> String {
+    format!("ARG_{index}")
 }
 
 /// The variable a secret is exported as: `AGENTPACK_MCP_<SERVER>_<WHAT>`.
@@ -534,9 +579,44 @@ impl Ctx<'_> {
         }
     }
 
-    /// A command, argument or URL: not secret, references converted to the agent's syntax.
+    /// A command: not secret, references converted to the agent's syntax.
     fn interpolated_plain(&mut self, value: &str) -> String {
         reference_syntax(self.agent, value)
+    }
+
+    /// A credential in a URL or an argument ([`crate::credentials`]): kept as written in the
+    /// secret layer as `AGENTPACK_MCP_<SERVER>_<WHAT>` (the launcher expands its references at
+    /// each launch) and staged as a reference to that variable.
+    fn given_at_launch(&mut self, value: &str, what: &str) -> String {
+        let var = secret_var(self.name, what);
+        self.secrets.env.insert(var.clone(), value.to_string());
+        reference_syntax(self.agent, &format!("${{{var}}}"))
+    }
+
+    /// A URL: staged with references in the agent's syntax, or given at launch when it carries
+    /// userinfo ([`crate::credentials::has_url_credentials`]).
+    fn interpolated_url(&mut self, url: &str) -> String {
+        if crate::credentials::has_url_credentials(url) {
+            self.given_at_launch(url, URL_SECRET)
+        } else {
+            reference_syntax(self.agent, url)
+        }
+    }
+
+    /// Arguments: staged with references in the agent's syntax; each one that holds a credential
+    /// ([`crate::credentials::credential_args`]) is given at launch.
+    fn interpolated_args(&mut self, args: &[String]) -> Vec<String> {
+        let credentials = crate::credentials::credential_args(args);
+        args.iter()
+            .enumerate()
+            .map(|(index, arg)| {
+                if credentials.contains(&index) {
+                    self.given_at_launch(arg, &arg_secret(index))
+                } else {
+                    reference_syntax(self.agent, arg)
+                }
+            })
+            .collect()
     }
 
     /// `env` values as a JSON object, literal ones moved to the secret layer as `<SERVER>_<KEY>`.
@@ -634,11 +714,7 @@ fn json_server(ctx: &mut Ctx<'_>, server: &McpServer) -> Option<Map<String, Valu
     if let Some(command) = &server.command {
         object.insert("command".into(), json!(ctx.interpolated_plain(command)));
         if !server.args.is_empty() {
-            let args: Vec<String> = server
-                .args
-                .iter()
-                .map(|a| ctx.interpolated_plain(a))
-                .collect();
+            let args = ctx.interpolated_args(&server.args);
             object.insert("args".into(), json!(args));
         }
         if !server.env.is_empty() {
@@ -651,7 +727,7 @@ fn json_server(ctx: &mut Ctx<'_>, server: &McpServer) -> Option<Map<String, Valu
         } else {
             "url"
         };
-        object.insert(key.into(), json!(ctx.interpolated_plain(url)));
+        object.insert(key.into(), json!(ctx.interpolated_url(url)));
     }
     if !server.headers.is_empty() {
         object.insert("headers".into(), ctx.interpolated_headers(&server.headers));
@@ -734,14 +810,14 @@ fn opencode_server(ctx: &mut Ctx<'_>, server: &McpServer) -> Map<String, Value> 
     if let Some(command) = &server.command {
         object.insert("type".into(), json!("local"));
         let mut list = vec![ctx.interpolated_plain(command)];
-        list.extend(server.args.iter().map(|a| ctx.interpolated_plain(a)));
+        list.extend(ctx.interpolated_args(&server.args));
         object.insert("command".into(), json!(list));
         if !server.env.is_empty() {
             object.insert("environment".into(), ctx.interpolated_env(&server.env));
         }
     } else if let Some(url) = &server.url {
         object.insert("type".into(), json!("remote"));
-        object.insert("url".into(), json!(ctx.interpolated_plain(url)));
+        object.insert("url".into(), json!(ctx.interpolated_url(url)));
     }
     if !server.headers.is_empty() {
         if server.command.is_some() {
@@ -802,8 +878,9 @@ pub fn render_toml_servers(
         let no_interpolation = |value: &str, warn: &mut dyn FnMut(String)| {
             if value.contains("${") {
                 warn(format!(
-                    "{} does not expand variables in `{value}`; staged as written",
-                    agent.display_name()
+                    "{} does not expand variables in `{}`; staged as written",
+                    agent.display_name(),
+                    crate::credentials::redact_url_userinfo(value)
                 ));
             }
         };
@@ -811,13 +888,24 @@ pub fn render_toml_servers(
             no_interpolation(command, &mut warn);
             table.insert("command".into(), command.clone().into());
             if !server.args.is_empty() {
-                for arg in &server.args {
-                    no_interpolation(arg, &mut warn);
+                // An argument holding a credential is staged as the name of the variable that
+                // would carry it; the home layer's `config.toml` gets the arguments as written.
+                let credentials = crate::credentials::credential_args(&server.args);
+                let staged = server.args.iter().enumerate().map(|(index, arg)| {
+                    if credentials.contains(&index) {
+                        format!("${{{}}}", secret_var(name, &arg_secret(index))).into()
+                    } else {
+                        no_interpolation(arg, &mut warn);
+                        arg.clone().into()
+                    }
+                });
+                table.insert("args".into(), toml::Value::Array(staged.collect()));
+                if !credentials.is_empty() {
+                    secret.insert(
+                        "args".into(),
+                        toml::Value::Array(server.args.iter().map(|a| a.clone().into()).collect()),
+                    );
                 }
-                table.insert(
-                    "args".into(),
-                    toml::Value::Array(server.args.iter().map(|a| a.clone().into()).collect()),
-                );
             }
             let mut env = toml::Table::new();
             let mut env_secret = toml::Table::new();
@@ -844,8 +932,15 @@ pub fn render_toml_servers(
             insert_unless_empty(&mut secret, "env", env_secret);
         }
         if let Some(url) = &server.url {
-            no_interpolation(url, &mut warn);
-            table.insert("url".into(), url.clone().into());
+            if crate::credentials::has_url_credentials(url) {
+                // Given in the home layer, its references expanded at each launch.
+                let placeholder = format!("${{{}}}", secret_var(name, URL_SECRET));
+                table.insert("url".into(), placeholder.into());
+                secret.insert("url".into(), url.clone().into());
+            } else {
+                no_interpolation(url, &mut warn);
+                table.insert("url".into(), url.clone().into());
+            }
         }
         let mut headers = toml::Table::new();
         let mut env_headers = toml::Table::new();
@@ -1109,6 +1204,80 @@ mod tests {
         assert_ne!(form("${MY_TOKEN}"), form("${OTHER}"));
         assert_ne!(form("${A}"), form("${A}:${B}"));
         assert_eq!(form("pw-1${HOST}"), form("sk-live-123"));
+    }
+
+    #[test]
+    fn url_and_argument_credentials_are_given_at_launch_for_every_agent() {
+        let servers = vec![
+            MergedServer {
+                name: "remote".into(),
+                server: McpServer {
+                    url: Some("https://u:pw-1@h.example/mcp".into()),
+                    ..Default::default()
+                },
+                source: McpSource::Manifest,
+            },
+            MergedServer {
+                name: "local".into(),
+                server: McpServer {
+                    command: Some("node".into()),
+                    args: vec!["s.js".into(), "--api-key".into(), "k-1".into()],
+                    ..Default::default()
+                },
+                source: McpSource::Manifest,
+            },
+        ];
+        for agent in [Agent::Claude, Agent::Cursor, Agent::Antigravity] {
+            let mut secrets = SecretLayer::default();
+            let staged = render_json_servers(agent, &servers, &[], &mut Vec::new(), &mut secrets)
+                .to_string();
+            assert!(
+                !staged.contains("pw-1") && !staged.contains("k-1"),
+                "{staged}"
+            );
+            assert!(staged.contains("AGENTPACK_MCP_REMOTE_URL"), "{staged}");
+            assert!(staged.contains("AGENTPACK_MCP_LOCAL_ARG_2"), "{staged}");
+            assert_eq!(
+                secrets.env["AGENTPACK_MCP_REMOTE_URL"],
+                "https://u:pw-1@h.example/mcp"
+            );
+            assert_eq!(secrets.env["AGENTPACK_MCP_LOCAL_ARG_2"], "k-1");
+        }
+        let mut secrets = SecretLayer::default();
+        let staged = render_opencode(&servers, &[], &mut Vec::new(), &mut secrets).to_string();
+        assert!(
+            staged.contains("{env:AGENTPACK_MCP_LOCAL_ARG_2}"),
+            "{staged}"
+        );
+        assert!(
+            !staged.contains("pw-1") && !staged.contains("k-1"),
+            "{staged}"
+        );
+        for agent in [Agent::Codex, Agent::Grok] {
+            let mut secrets = SecretLayer::default();
+            let staged = render_toml_servers(agent, &servers, &[], &mut Vec::new(), &mut secrets)
+                .to_string();
+            assert!(
+                !staged.contains("pw-1") && !staged.contains("k-1"),
+                "{staged}"
+            );
+            let layer = toml::to_string(&secrets.config_toml.unwrap()).unwrap();
+            assert!(layer.contains("https://u:pw-1@h.example/mcp"), "{layer}");
+            assert!(
+                layer.contains(r#"args = ["s.js", "--api-key", "k-1"]"#),
+                "{layer}"
+            );
+        }
+        // The generation digest sees only that they are secrets.
+        let root = std::path::Path::new("/data");
+        let form = staged_form(&servers[1].server, root).to_string();
+        assert!(!form.contains("k-1"), "{form}");
+        let mut other = servers[1].server.clone();
+        other.args[2] = "k-2".into();
+        assert_eq!(form, staged_form(&other, root).to_string());
+        assert!(!staged_form(&servers[0].server, root)
+            .to_string()
+            .contains("pw-1"));
     }
 
     #[test]

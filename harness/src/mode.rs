@@ -147,6 +147,12 @@ impl ModeFilter {
         }
     }
 
+    /// Whether any `mcp:<name>` selector is enabled (then servers of sources the mode otherwise
+    /// leaves out are looked at too: see `mode_mcp`).
+    pub fn enables_mcp_by_name(&self) -> bool {
+        self.enable.iter().any(|s| matches!(s, Selector::Mcp(_)))
+    }
+
     /// What a manifest or `.agents` MCP server inherits: the base.
     pub fn base_includes_mcp(&self) -> bool {
         self.base_selected()

@@ -159,6 +159,28 @@ pub struct RenderPlan {
     /// Routine information (`hook for claude: ...`), left out by `--quiet`.
     pub info: Vec<String>,
     pub secrets: SecretLayer,
+    /// Artifacts of two packages that would have taken one name, and how both were kept.
+    pub collisions: Vec<Collision>,
+}
+
+/// Two packages staged different artifacts under one name for one agent: the later package keeps
+/// the name (layering), the earlier one's artifact is staged under a name prefixed with its package's
+/// name. Identical bytes are not a collision (one copy is staged); the `./.agents/` overlay replacing
+/// a package's file is an intended override, not a collision.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Collision {
+    pub agent: String,
+    /// `path`: the same staged path; `invocation`: a skill, command or agent of another kind under
+    /// the same invocation name.
+    pub clash: String,
+    /// The contested staged path, relative to the agent's tree (`agents/reviewer.md`).
+    pub path: String,
+    /// The package that keeps the name (the later one).
+    pub kept_by: String,
+    /// The package whose artifact was renamed (the earlier one).
+    pub renamed_from: String,
+    /// Where the renamed artifact is staged, relative to the agent's tree.
+    pub renamed_to: String,
 }
 
 impl RenderPlan {
@@ -169,6 +191,7 @@ impl RenderPlan {
             warnings: Vec::new(),
             info: Vec::new(),
             secrets: SecretLayer::default(),
+            collisions: Vec::new(),
         }
     }
 

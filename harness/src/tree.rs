@@ -138,6 +138,17 @@ impl PackageTree {
         &self.root
     }
 
+    /// Marks the listed regular files in `executables` as executable (a package's source modes,
+    /// which the store keeps beside its read-only tree); other paths are ignored.
+    pub fn with_executables(mut self, executables: &BTreeSet<String>) -> Self {
+        for path in executables {
+            if let Some(TreeEntry::File { executable }) = self.entries.get_mut(path) {
+                *executable = true;
+            }
+        }
+        self
+    }
+
     /// Leaves out the entry at `relative` when it is a symbolic link (a link agentpack placed).
     pub(crate) fn without_link(mut self, relative: &str) -> Self {
         if matches!(self.entries.get(relative), Some(TreeEntry::Symlink { .. })) {

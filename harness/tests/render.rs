@@ -78,6 +78,7 @@ fn package(
         kind: kind.to_string(),
         root: root.join("packages").join(dir),
         filter: mode.package_filter(module),
+        executables: Default::default(),
     }
 }
 
@@ -755,6 +756,7 @@ fn unreadable_files_are_warnings_and_a_missing_tree_is_an_error() {
         kind: "plugin".into(),
         root: root.clone(),
         filter: mode.package_filter("github.com/x/y"),
+        executables: Default::default(),
     };
     let mut stage = inputs(dir.path());
     stage.packages = vec![package.clone()];
@@ -820,6 +822,7 @@ fn a_large_package_stages_every_file_of_every_skill() {
         kind: "plugin".into(),
         root,
         filter: PathFilter::all(),
+        executables: Default::default(),
     }];
     // Speed is measured by the workflow benchmarks (cargo bench), not asserted here.
     let plan = render_generation(&stage, &Agent::ALL).unwrap();

@@ -71,10 +71,66 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     Ok(())
 }
 
+/// Reads a project file (`pack.lock`, `agentpack.toml`, `.agents/mcp.json`) that must be a regular
+/// file (a symbolic link to one is fine). A FIFO, socket or device in its place is an error naming
+/// what it is, checked before the file is opened: opening a FIFO for reading blocks until a writer
+/// appears, which would hang the command.
+pub fn read_regular_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(not_regular(path, &meta));
+    }
+    std::fs::read(path)
+}
+
+/// [`read_regular_file`] as UTF-8 text.
+pub fn read_regular_to_string(path: &Path) -> std::io::Result<String> {
+    String::from_utf8(read_regular_file(path)?).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{} is not valid UTF-8", path.display()),
+        )
+    })
+}
+
+fn not_regular(path: &Path, meta: &std::fs::Metadata) -> std::io::Error {
+    #[cfg(unix)]
+    let kind = {
+        use std::os::unix::fs::FileTypeExt as _;
+        let t = meta.file_type();
+        if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_socket() {
+            "a socket"
+        } else if t.is_char_device() {
+            "a character device"
+        } else if t.is_block_device() {
+            "a block device"
+        } else if t.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file"
+        }
+    };
+    #[cfg(not(unix))]
+    let kind = if meta.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    };
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!(
+            "{} is {kind}, not a regular file; agentpack never reads project files from a FIFO, socket or device (fix: replace it with a regular file)",
+            path.display()
+        ),
+    )
+}
+
 /// Writes `bytes` to `path` atomically unless the file already holds exactly these bytes, in
 /// which case the file is not touched (its modification time stays). Returns whether it wrote.
 pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, WriteError> {
-    match fs_err::read(path) {
+    match read_regular_file(path) {
         Ok(existing) if existing == bytes => return Ok(false),
         _ => {}
     }

@@ -72,7 +72,9 @@ pub mod spec;
 pub mod validate;
 pub mod version;
 
-pub use atomic::{write_atomic, write_if_changed, WriteError};
+pub use atomic::{
+    read_regular_file, read_regular_to_string, write_atomic, write_if_changed, WriteError,
+};
 pub use edit::{render_init_manifest, EditError, ManifestDocument};
 pub use lock::{
     LockConfig, LockError, LockMeta, LockedPackage, Lockfile, McpRecord, McpStatus, TreeEntry,

@@ -434,7 +434,7 @@ impl Lockfile {
 
     /// Reads, parses and validates the lock at `path`.
     pub fn load(path: &Path) -> Result<Self, LockError> {
-        let text = fs_err::read_to_string(path).map_err(|source| LockError::Io {
+        let text = crate::atomic::read_regular_to_string(path).map_err(|source| LockError::Io {
             path: path.to_path_buf(),
             source,
         })?;
@@ -458,6 +458,28 @@ impl Lockfile {
     /// whether it wrote.
     pub fn save(&self, path: &Path) -> Result<bool, LockError> {
         Ok(write_if_changed(path, self.to_toml_string().as_bytes())?)
+    }
+
+    /// Writes the lock unless the file at `path` already records the same thing (what `sync` and
+    /// the launchers do): a file that differs only in spacing, order or the old `lockfile-version`
+    /// spelling is left as it is. Returns whether it wrote.
+    pub fn save_unless_unchanged(&self, path: &Path) -> Result<bool, LockError> {
+        if let Ok(Some(existing)) = Self::load_if_exists(path) {
+            if existing.records_same_as(self) {
+                return Ok(false);
+            }
+        }
+        self.save(path)
+    }
+
+    /// Whether two locks record the same meta, config, packages and MCP servers, whatever order
+    /// they list them in.
+    pub fn records_same_as(&self, other: &Lockfile) -> bool {
+        let mut mine = self.clone();
+        let mut theirs = other.clone();
+        mine.sort();
+        theirs.sort();
+        mine == theirs
     }
 
     /// The canonical text (see the module docs).
@@ -991,5 +1013,21 @@ mod tests {
             assert_eq!(McpStatus::parse(s.as_str()), Some(s));
         }
         assert_eq!(McpStatus::parse("Pinned"), None);
+    }
+
+    #[test]
+    fn a_lock_recording_the_same_is_not_rewritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCK_FILE);
+        let spaced = "lockfile-version = 2\n\n\n[meta]\nname    = \"demo\"\nversion = \"0.1.0\"\n";
+        std::fs::write(&path, spaced).unwrap();
+        let lock = Lockfile::new("demo", "0.1.0");
+        assert!(!lock.save_unless_unchanged(&path).unwrap());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), spaced);
+        let renamed = Lockfile::new("demo-2", "0.1.0");
+        assert!(renamed.save_unless_unchanged(&path).unwrap());
+        assert!(std::fs::read_to_string(&path)
+            .unwrap()
+            .starts_with("lockfile_version = 2\n"));
     }
 }

@@ -301,10 +301,11 @@ impl Manifest {
 
     /// Reads and parses the manifest at `path`.
     pub fn load(path: &Path) -> Result<Self, ManifestError> {
-        let text = fs_err::read_to_string(path).map_err(|source| ManifestError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text =
+            crate::atomic::read_regular_to_string(path).map_err(|source| ManifestError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Self::parse(&text, path)
     }
 
@@ -335,6 +336,19 @@ impl Manifest {
                 "dependencies" => dependencies = parse_dependencies(&ctx, value)?,
                 "modes" => modes = parse_modes(&ctx, value)?,
                 "mcp" => mcp_servers = parse_mcp(&ctx, value)?,
+                // Read by path packages (files that look like secrets but are shipped on purpose);
+                // nothing for the project itself.
+                "allow-secret-files" => {
+                    let listed = value
+                        .as_array()
+                        .is_some_and(|items| items.iter().all(toml::Value::is_str));
+                    if !listed {
+                        return Err(ctx.invalid(
+                            "allow-secret-files",
+                            "must be a list of package-relative paths, e.g. [\".env.test\"]",
+                        ));
+                    }
+                }
                 other => {
                     return Err(ctx.invalid(
                         &key_segment(other),

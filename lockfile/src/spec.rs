@@ -231,8 +231,13 @@ fn parse_url(rest: &str) -> Result<GithubSpec, String> {
     let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
     let host_lower = host.to_ascii_lowercase();
     if host_lower != GITHUB_HOST && host_lower != "www.github.com" {
+        // Never the userinfo (`user:token@`): a message holds no credential.
+        let shown = match host.rsplit_once('@') {
+            Some((_, host)) => format!("***@{host}"),
+            None => host.to_owned(),
+        };
         return Err(format!(
-            "unsupported host `{host}`; packages come from github.com"
+            "unsupported host `{shown}`; packages come from github.com"
         ));
     }
     let decoded: Vec<String> = path

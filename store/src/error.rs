@@ -122,6 +122,31 @@ pub enum StoreError {
         source: heed::Error,
     },
 
+    /// An object of a shared store that this user must not use in place: another user made it, so
+    /// that user could change it under this user (see docs/src/shared-store.md).
+    #[error("{what} {} belongs to {}, not to this user; agentpack uses only what this user or root made there, so that user cannot change it under you. Ask its owner to remove it, or the store's administrator to run `agentpack gc` as root, or use a store of your own (set AGENTPACK_HOME)", .path.display(), owner_text(*.owner))]
+    ForeignObject {
+        /// What it is ("store path", "index directory", ...).
+        what: &'static str,
+        /// The object.
+        path: PathBuf,
+        /// Its owner's uid, when it could be read.
+        owner: Option<u32>,
+    },
+
+    /// An object of a shared store published by another user does not hold what its name says.
+    #[error("{what} {} (published by {}) does not match its name: {detail}. It was not used. Someone changed it; the store's administrator should run `agentpack store verify --repair` as root (or its owner `agentpack gc`), or use a store of your own (set AGENTPACK_HOME)", .path.display(), owner_text(*.owner))]
+    TamperedObject {
+        /// What it is ("blob", "store path").
+        what: &'static str,
+        /// The object.
+        path: PathBuf,
+        /// Its owner's uid, when it could be read.
+        owner: Option<u32>,
+        /// What differs.
+        detail: String,
+    },
+
     /// A lock could not be taken.
     #[error("cannot lock {}: {source}{}", .path.display(), lock_hint(.path, .source))]
     Lock {
@@ -133,13 +158,21 @@ pub enum StoreError {
     },
 }
 
+/// "uid N" or "an unknown user".
+fn owner_text(owner: Option<u32>) -> String {
+    match owner {
+        Some(uid) => format!("uid {uid}"),
+        None => "an unknown user".to_owned(),
+    }
+}
+
 /// What to do about a permission error inside a store (empty for any other error).
 fn permission_hint(source: &io::Error) -> &'static str {
     if source.kind() == io::ErrorKind::PermissionDenied {
         "\n  this user may not write there: the store belongs to another user, or its group lacks \
          write access. Use a store of your own (set AGENTPACK_HOME), or share this one with a group: \
-         as its owner or root, `chgrp -R GROUP` the store, `chmod 2775` its mutable directories and \
-         `chmod g+rw` v1/lock and v1/index/*.mdb (see \"Sharing a store\" in the store documentation)"
+         as its owner or root, `chgrp -R GROUP` the store, `chmod 3775` its mutable directories and \
+         `chmod g+rw` v1/lock (see \"A store shared by several users\" in the documentation)"
     } else {
         ""
     }
@@ -152,9 +185,9 @@ fn lock_hint(path: &Path, source: &io::Error) -> String {
         format!(
             "\n  this user may not open the store lock for writing: the store belongs to another user, \
              or its group lacks write access. Use a store of your own (set AGENTPACK_HOME), or share \
-             this one with a group: as its owner or root, `chgrp GROUP {lock} && chmod g+rw {lock}`, \
-             the same for the index files v1/index/*.mdb, and `chmod 2775` on the store's mutable \
-             directories (see \"Sharing a store\" in the store documentation)",
+             this one with a group: as its owner or root, `chgrp GROUP {lock} && chmod g+rw {lock}` \
+             and `chmod 3775` on the store's mutable directories (see \"A store shared by several \
+             users\" in the documentation)",
             lock = path.display()
         )
     } else {
@@ -200,7 +233,7 @@ mod tests {
             "{message}"
         );
         assert!(message.contains("AGENTPACK_HOME"), "{message}");
-        assert!(message.contains("chmod 2775"), "{message}");
+        assert!(message.contains("chmod 3775"), "{message}");
         let other = StoreError::io("publish", "/s/v1/x", io::Error::other("disk on fire"));
         assert_eq!(other.to_string(), "publish /s/v1/x: disk on fire");
     }

@@ -75,12 +75,43 @@ pub(crate) fn seal_dirs_below(root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Whether `dir` is shared with its group: group-writable (`chmod 2775` on `cache/store` makes the
+/// The bits a directory shared by a group gets on top of its owner's: setgid (new entries take the
+/// group), sticky (the `/tmp` rule: only an entry's owner, the directory's owner or root may rename or
+/// remove it, so no member can replace another member's store path, blob or root) and group
+/// read/write/search.
+pub(crate) const SHARED_DIR_BITS: u32 = 0o3070;
+
+/// Whether `dir` is shared with its group: group-writable (`chmod 3775` on `cache/store` makes the
 /// store's mutable directories so). A missing or unreadable directory is not shared.
 pub(crate) fn group_shared(dir: &Path) -> bool {
     std::fs::metadata(dir)
         .map(|meta| meta.is_dir() && meta.permissions().mode() & 0o020 != 0)
         .unwrap_or(false)
+}
+
+/// Make the directory `dir` (its parent must exist) the way a directory several users share is made:
+/// when its parent is group-writable (a shared `AGENTPACK_HOME`, as docs/src/shared-store.md sets up)
+/// it is created setgid, sticky and group-writable (3775) whatever the umask, so every member can add
+/// their own entries and none can remove another's; otherwise it is created with the default mode.
+/// An existing directory of this user's in a shared parent gets those bits; one of another user's is
+/// left as it is. For `$AGENTPACK_HOME/projects/` and similar directories outside the store.
+pub fn ensure_shared_dir(dir: &Path) -> Result<()> {
+    let shared = dir.parent().is_some_and(group_shared);
+    match std::fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(err) => return Err(crate::error::StoreError::io("create", dir, err)),
+    }
+    if !shared {
+        return Ok(());
+    }
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs_err::symlink_metadata(dir).ctx("inspect", dir)?;
+    let mode = meta.mode() & 0o7777;
+    if meta.is_dir() && meta.uid() == euid() && mode & SHARED_DIR_BITS != SHARED_DIR_BITS {
+        set_mode(dir, mode | 0o755 | SHARED_DIR_BITS)?;
+    }
+    Ok(())
 }
 
 /// Give the group of a file (read/write) or directory (read/write/search + setgid) that this process
@@ -106,7 +137,7 @@ pub(crate) fn share_with_group(path: &Path) -> Result<()> {
     }
     let mode = meta.permissions().mode() & 0o7777;
     let wanted = if meta.is_dir() {
-        mode | 0o2070
+        mode | SHARED_DIR_BITS
     } else if meta.is_file() {
         mode | 0o060
     } else {
@@ -165,34 +196,84 @@ pub(crate) fn remove_tree(root: &Path) -> Result<()> {
     }
 }
 
-/// Remove a tree that may contain read-only directories, in one pass; returns the bytes given back to
-/// the filesystem (allocated blocks of files whose last link this was).
-pub(crate) fn remove_tree_counting(root: &Path) -> Result<u64> {
+/// The bytes the filesystem gives back when the inode behind `meta` loses the link being removed: its
+/// allocated blocks (what `du` counts) when that link is its last, else nothing. Directories count
+/// their own blocks.
+pub(crate) fn freed_by_removing(meta: &std::fs::Metadata) -> u64 {
     use std::os::unix::fs::MetadataExt;
+    if meta.is_dir() || meta.nlink() <= 1 {
+        meta.blocks() * 512
+    } else {
+        0
+    }
+}
+
+/// Remove one non-directory entry, adding what it gives back to `freed`. A missing entry is not an
+/// error (and frees nothing).
+pub(crate) fn remove_file_counting(path: &Path, freed: &mut u64) -> Result<()> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(crate::error::StoreError::io("inspect", path, err)),
+    };
+    match std::fs::remove_file(path) {
+        Ok(()) => {
+            *freed += freed_by_removing(&meta);
+            Ok(())
+        }
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(crate::error::StoreError::io("remove", path, err)),
+    }
+}
+
+/// Remove a tree that may contain read-only directories, the way Nix and uv do without privileges:
+/// each directory is made writable and searchable by its owner (us) before its entries are removed,
+/// deepest first. Adds to `freed` the allocated bytes of every inode whose last link went and of every
+/// directory removed, so it matches what `du` sees disappear; on an error, what was removed before it
+/// is counted. A missing tree is not an error.
+pub(crate) fn remove_tree_counting(root: &Path, freed: &mut u64) -> Result<()> {
     let meta = match std::fs::symlink_metadata(root) {
         Ok(meta) => meta,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(err) => return Err(crate::error::StoreError::io("inspect", root, err)),
     };
     if !meta.is_dir() {
-        let freed = if meta.is_file() && meta.nlink() <= 1 {
-            meta.blocks() * 512
-        } else {
-            0
-        };
-        fs_err::remove_file(root).ctx("remove", root)?;
-        return Ok(freed);
+        return remove_file_counting(root, freed);
     }
     if meta.permissions().mode() & 0o700 != 0o700 {
-        set_mode(root, 0o700)?;
+        set_mode(root, (meta.permissions().mode() & 0o7777) | 0o700)?;
     }
-    let mut freed = 0;
     for entry in fs_err::read_dir(root).ctx("list", root)? {
         let entry = entry.ctx("list", root)?;
-        freed += remove_tree_counting(&entry.path())?;
+        remove_tree_counting(&entry.path(), freed)?;
     }
-    fs_err::remove_dir(root).ctx("remove", root)?;
-    Ok(freed)
+    match std::fs::remove_dir(root) {
+        Ok(()) => {
+            *freed += freed_by_removing(&meta);
+            Ok(())
+        }
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(crate::error::StoreError::io("remove", root, err)),
+    }
+}
+
+/// This process's effective uid.
+pub(crate) fn euid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+/// The uid owning `path` itself (lstat), if it can be inspected.
+pub(crate) fn owner_of(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).ok().map(|meta| meta.uid())
+}
+
+/// Whether this process may remove the entry `path` and everything below it: it is root, or it owns
+/// the entry. (In a sticky shared directory nobody else may; in any store, removing a sealed tree
+/// needs its directories made writable, which only their owner can do.)
+pub(crate) fn may_remove(owner: u32) -> bool {
+    let me = euid();
+    me == 0 || owner == me
 }
 
 /// Flush everything written to the filesystem holding `path` (one `syncfs`), then fsync `path` itself

@@ -84,6 +84,16 @@ fn open_env(dir: &Path) -> heed::Result<Env<WithoutTls>> {
 impl Index {
     /// Open (creating) the index in `dir`.
     pub fn open(dir: &Path) -> Result<Index> {
+        Self::open_with(dir, true)
+    }
+
+    /// Open (creating) an index only this user reads and writes (a user's own index in a shared
+    /// store): its files are never given to the group.
+    pub(crate) fn open_private(dir: &Path) -> Result<Index> {
+        Self::open_with(dir, false)
+    }
+
+    fn open_with(dir: &Path, share: bool) -> Result<Index> {
         fs_err::create_dir_all(dir).ctx("create", dir)?;
         let canonical = fs_err::canonicalize(dir).ctx("resolve", dir)?;
         let mut registry = opened().lock().map_err(|_| poisoned(&canonical))?;
@@ -92,13 +102,17 @@ impl Index {
         }
         // In a group-shared store the index directory and LMDB's files (created 0600 by heed) must be
         // group read/write, or other members of the group cannot open the index.
-        crate::fsutil::share_with_group(&canonical)?;
+        if share {
+            crate::fsutil::share_with_group(&canonical)?;
+        }
         let env = open_env(&canonical).map_err(|source| StoreError::Index {
             path: canonical.clone(),
             source,
         })?;
-        for file in ["data.mdb", "lock.mdb"] {
-            crate::fsutil::share_with_group(&canonical.join(file))?;
+        if share {
+            for file in ["data.mdb", "lock.mdb"] {
+                crate::fsutil::share_with_group(&canonical.join(file))?;
+            }
         }
         let index = Index {
             inner: Arc::new(IndexInner {

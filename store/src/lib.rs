@@ -52,13 +52,14 @@ mod meta;
 mod names;
 mod publish;
 mod roots;
+mod source_exec;
 mod store;
 mod tree_hash;
 mod verify;
 
 pub use error::{Result, StoreError};
-pub use fsutil::{filesystem_kind, FilesystemKind};
-pub use gc::{gc, GcOptions, GcReport, RootCounts};
+pub use fsutil::{ensure_shared_dir, filesystem_kind, FilesystemKind};
+pub use gc::{gc, GcOptions, GcReport, NotRemoved, RootCounts};
 pub use host::process_start_time;
 pub use index::{tables, Index};
 pub use info::{info, StoreInfo};

@@ -87,6 +87,11 @@ pub struct StorePathMeta {
     pub created: u64,
     /// Every entry, sorted by path.
     pub entries: Vec<Entry>,
+    /// Packages: the regular files that were executable in the package's source (tar header mode,
+    /// git mode `100755`, a path package's mode), sorted. The tree itself holds them 0444 (`f`
+    /// records, so the content hash keeps the docs' rule); staged copies get the execute bit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_executables: Vec<String>,
 }
 
 impl StorePathMeta {

@@ -1,7 +1,8 @@
 //! Names of things in the store: [`StorePathName`] (`<32 hex>-<label>`), [`StorePath`] (a name plus
 //! where it sits) and [`BlobId`] (the BLAKE3 of a blob's content).
 //!
-//! Pure: parsing, validation and formatting only; never touches the filesystem.
+//! Pure: parsing, validation and formatting only (input-addressed names read the effective uid, an
+//! input); never touches the filesystem.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -36,9 +37,27 @@ impl StorePathName {
         ))
     }
 
-    /// Input-addressed name: the BLAKE3 of `inputs` (any canonical encoding of what the build depends on).
+    /// Input-addressed name: the BLAKE3 of `inputs` (any canonical encoding of what the build depends
+    /// on) and of the user it is built for ([`StorePathName::from_inputs_for`] with this process's
+    /// effective uid).
     pub fn from_inputs(inputs: &[u8], label: &str) -> Self {
-        let hex = blake3::hash(inputs).to_hex();
+        Self::from_inputs_for(inputs, label, nix::unistd::geteuid().as_raw())
+    }
+
+    /// Input-addressed name of what user `uid` builds from `inputs`. The user is an input: in a store
+    /// shared by several users an input-addressed path can only be trusted by the user who built it
+    /// (nothing but building it again could tell its content is right, and its owner could change it),
+    /// so each user builds their own and never finds another user's under the name they need. Root's
+    /// names (uid 0) are the plain hash of the inputs, trusted by everyone.
+    pub fn from_inputs_for(inputs: &[u8], label: &str, uid: u32) -> Self {
+        let hex = if uid == 0 {
+            blake3::hash(inputs).to_hex()
+        } else {
+            let mut hasher = blake3::Hasher::new();
+            hasher.update(inputs);
+            hasher.update(format!("\0agentpack-user {uid}").as_bytes());
+            hasher.finalize().to_hex()
+        };
         StorePathName(format!(
             "{}-{}",
             &hex[..NAME_HASH_LEN],
@@ -267,5 +286,12 @@ mod tests {
             .parse::<StorePathName>()
             .is_err());
         assert_eq!(sanitize_label("..."), "unnamed");
+        let root = StorePathName::from_inputs_for(b"x", "g", 0);
+        assert_eq!(root.hash_part(), &blake3::hash(b"x").to_hex()[..32]);
+        assert_ne!(StorePathName::from_inputs_for(b"x", "g", 1000), root);
+        assert_ne!(
+            StorePathName::from_inputs_for(b"x", "g", 1000),
+            StorePathName::from_inputs_for(b"x", "g", 1001)
+        );
     }
 }

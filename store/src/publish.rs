@@ -25,6 +25,9 @@ use crate::tree_hash::{hash_tree, matches_tree_hash, relative_bytes, Match, Tree
 
 const COPY_BUFFER: usize = 256 * 1024;
 
+/// Prefix of a tree being published, sealed in the store directory before its final rename.
+pub(crate) const PUBLISH_PREFIX: &str = ".pub-";
+
 /// Where the content of one planned file comes from.
 #[derive(Clone, Debug)]
 pub enum Source {
@@ -108,6 +111,50 @@ impl Store {
     /// Whether blob `id` (in its `executable` variant) is in the store.
     pub fn has_blob(&self, id: &BlobId, executable: bool) -> bool {
         self.blob_path(id, executable).is_file()
+    }
+
+    /// The published input-addressed path `name` when this user may use it; `Err` when another user
+    /// published it (nothing but rebuilding could tell its content is right, and its owner could
+    /// change it afterwards; input-addressed names include the user, so only a deliberate collision
+    /// gets here).
+    fn usable_input_addressed(&self, name: &StorePathName) -> Result<Option<StorePath>> {
+        let Some(existing) = self.published(name) else {
+            return Ok(None);
+        };
+        if self.trusted(existing.path()) {
+            return Ok(Some(existing));
+        }
+        Err(StoreError::ForeignObject {
+            what: "store path",
+            path: existing.path().to_path_buf(),
+            owner: fsutil::owner_of(existing.path()),
+        })
+    }
+
+    /// A package another user published is re-hashed before this handle first uses it: its name says
+    /// which tree hash it must have.
+    fn verify_foreign_package(&self, existing: &StorePath, expected: &TreeHash) -> Result<()> {
+        if self.trusted(existing.path())
+            || self
+                .verified
+                .lock()
+                .is_ok_and(|verified| verified.contains(existing.name()))
+        {
+            return Ok(());
+        }
+        let actual = hash_tree(existing.path())?;
+        if actual != *expected {
+            return Err(StoreError::TamperedObject {
+                what: "store path",
+                path: existing.path().to_path_buf(),
+                owner: fsutil::owner_of(existing.path()),
+                detail: format!("its tree hash is {actual}, not {expected}"),
+            });
+        }
+        if let Ok(mut verified) = self.verified.lock() {
+            verified.insert(existing.name().clone());
+        }
+        Ok(())
     }
 
     /// Import the file at `src` as a blob (copied while hashed, so the name always matches the bytes
@@ -292,9 +339,60 @@ impl Store {
             return Err(StoreError::MissingBlob { id: id.hex(), path });
         }
         let temp = self.tmp_dir().join(unique_name("blob-"));
-        crate::link::copy_new(&other, &temp, 0o600).ctx("copy", &other)?;
+        self.copy_verified(&other, &temp, id, 0o600, Some(&other))?;
         self.store_blob_from_temp(&temp, id, executable)?;
         Ok(path)
+    }
+
+    /// Whether this user may use the store file `path` in place (see [`crate::store::trusted_owner`]).
+    pub(crate) fn trusted(&self, path: &Path) -> bool {
+        fsutil::owner_of(path).is_some_and(crate::store::trusted_owner)
+    }
+
+    /// Copy `src` to the new file `dst` (mode `mode_bits`) while hashing it; when the bytes are not
+    /// the content `id` names, `dst` is removed and the error names `blame` (the store object that
+    /// lied; `None`: a source outside the store, reported as a plain mismatch).
+    pub(crate) fn copy_verified(
+        &self,
+        src: &Path,
+        dst: &Path,
+        id: &BlobId,
+        mode_bits: u32,
+        blame: Option<&Path>,
+    ) -> Result<()> {
+        let mut from = fs_err::File::open(src).ctx("open", src)?;
+        let mut to = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(dst)
+            .ctx("create", dst)?;
+        let mut hasher = blake3::Hasher::new();
+        let mut buffer = vec![0u8; COPY_BUFFER];
+        let copied: Result<()> = (|| loop {
+            let read = from.read(&mut buffer).ctx("read", src)?;
+            if read == 0 {
+                return Ok(());
+            }
+            hasher.update(&buffer[..read]);
+            to.write_all(&buffer[..read]).ctx("write", dst)?;
+        })();
+        drop(to);
+        let found = BlobId::from_hash(hasher.finalize());
+        if copied.is_err() || found != *id {
+            let _ = std::fs::remove_file(dst);
+            copied?;
+            let culprit = blame.unwrap_or(src);
+            let error = StoreError::TamperedObject {
+                what: if blame.is_some() { "blob" } else { "file" },
+                path: culprit.to_path_buf(),
+                owner: fsutil::owner_of(culprit),
+                detail: format!("its content is {found}, not {id}"),
+            };
+            self.warn(format!("warning: {error}"));
+            return Err(error);
+        }
+        set_mode(dst, mode_bits)
     }
 
     /// Place blob `id` at `dst` by the link mode. On "too many links" the fresh copy made for `dst`
@@ -306,6 +404,12 @@ impl Store {
         dst: &Path,
     ) -> Result<LinkMethod> {
         let blob = self.ensure_blob_variant(id, executable)?;
+        if !self.trusted(&blob) {
+            // Another user's blob is never linked (its owner could change it under us): copied, and
+            // checked against its name while copied.
+            self.copy_verified(&blob, dst, id, file_mode(executable), Some(&blob))?;
+            return Ok(LinkMethod::Copy);
+        }
         let placed = self.place_in_store(&blob, dst, file_mode(executable))?;
         if placed.too_many_links {
             let temp = self.tmp_dir().join(unique_name("blob-"));
@@ -377,7 +481,10 @@ impl Store {
         let result = (|| {
             let (entries, actual) = self.build_package(src, &out, expected, replace_damaged)?;
             let name = StorePathName::from_tree_hash(&actual, label);
-            if let Some(existing) = self.get(&name) {
+            if let Some(existing) = self.published(&name) {
+                if !replace_damaged {
+                    self.verify_foreign_package(&existing, &actual)?;
+                }
                 if replace_damaged && hash_tree(existing.path())? != actual {
                     crate::verify::replace_store_path(self, &out, existing.path())?;
                     let meta = new_meta(&name, PathKind::Package, Some(actual), &[], entries);
@@ -525,7 +632,13 @@ impl Store {
                         })
                     }
                     Some((id, size)) => {
-                        self.link_blob(&id, *exec, dst)?;
+                        if let Err(err) = self.link_blob(&id, *exec, dst) {
+                            let StoreError::TamperedObject { .. } = err else {
+                                return Err(err);
+                            };
+                            // Another user's blob of that name lies: copy the source, checked.
+                            self.copy_verified(source, dst, &id, file_mode(*exec), None)?;
+                        }
                         Ok(Entry::File {
                             path: relative.clone(),
                             blob: Some(id),
@@ -558,7 +671,7 @@ impl Store {
         ) -> std::result::Result<(), Box<dyn std::error::Error + Send + Sync>>,
     {
         let _lock = self.lock(LockKind::Shared)?;
-        if let Some(existing) = self.get(name) {
+        if let Some(existing) = self.usable_input_addressed(name)? {
             self.add_temp_root(&existing)?;
             return Ok(existing);
         }
@@ -604,9 +717,13 @@ impl Store {
                 };
                 if !adopted {
                     // The blob exists (or another file won the race): link the builder's file to it.
+                    // Another user's blob that lies leaves the builder's own file in place.
                     let temp = path.with_file_name(unique_name(".absorb-"));
-                    self.link_blob(&id, *exec, &temp)?;
-                    fs_err::rename(&temp, path).ctx("replace", path)?;
+                    match self.link_blob(&id, *exec, &temp) {
+                        Ok(_) => fs_err::rename(&temp, path).ctx("replace", path)?,
+                        Err(StoreError::TamperedObject { .. }) => {}
+                        Err(err) => return Err(err),
+                    }
                 }
                 Ok(Entry::File {
                     path: relative.clone(),
@@ -633,7 +750,7 @@ impl Store {
         let (dirs, mut order) = validate_plan(plan)?;
         order.sort_by(|&a, &b| plan[a].path.as_bytes().cmp(plan[b].path.as_bytes()));
         let _lock = self.lock(LockKind::Shared)?;
-        if let Some(existing) = self.get(name) {
+        if let Some(existing) = self.usable_input_addressed(name)? {
             self.add_temp_root(&existing)?;
             return Ok(existing);
         }
@@ -695,7 +812,15 @@ impl Store {
                     });
                 }
                 let id = self.import_bytes_locked(bytes, exec)?;
-                self.link_blob(&id, exec, dst)?;
+                match self.link_blob(&id, exec, dst) {
+                    // Another user's blob of that name lies: this path gets its own copy.
+                    Err(StoreError::TamperedObject { .. }) => {
+                        write_new(dst, bytes, file_mode(exec))?;
+                    }
+                    other => {
+                        other?;
+                    }
+                }
                 Ok(blob_entry(id, bytes.len() as u64))
             }
             Source::ExistingFile(file) => {
@@ -725,7 +850,13 @@ impl Store {
                         })
                     }
                     Some((id, size)) => {
-                        self.link_blob(&id, exec, dst)?;
+                        if let Err(err) = self.link_blob(&id, exec, dst) {
+                            let StoreError::TamperedObject { .. } = err else {
+                                return Err(err);
+                            };
+                            // Another user's blob of that name lies: copy the file itself, checked.
+                            self.copy_verified(file, dst, &id, file_mode(exec), None)?;
+                        }
                         Ok(blob_entry(id, size))
                     }
                 }
@@ -744,6 +875,10 @@ impl Store {
             .parse::<StorePathName>()
             .ok()?;
         let inner = components.as_path().to_str()?;
+        // Another user's metadata is theirs to rewrite: their files are hashed instead.
+        if !self.trusted(&self.path_of(&name)) || !self.trusted(&self.meta_path(name.as_str())) {
+            return None;
+        }
         let meta = self.cached_meta(&name)?;
         let index = meta
             .entries
@@ -766,9 +901,10 @@ impl Store {
     /// metadata without a tree, which GC removes). A publisher that loses the rename race makes sure
     /// the metadata describes the winner's tree, not its own.
     ///
-    /// Everything below the top directory is sealed before the rename, the top directory right after
-    /// it: moving a directory into another parent needs write permission on the directory itself, so
-    /// a sealed top could only be published by root.
+    /// Everything below the top directory is sealed first; the top is moved into the store directory
+    /// under a hidden name while still writable (moving a directory into another parent needs write
+    /// permission on the directory itself, which a sealed top only grants to root), sealed there, and
+    /// then renamed to its final name within the same directory.
     fn commit(
         &self,
         base: &Path,
@@ -786,9 +922,24 @@ impl Store {
         let final_path = self.path_of(name);
         let meta_path = self.meta_path(name.as_str());
         fs_err::rename(&meta_temp, &meta_path).ctx("publish", &meta_path)?;
-        match std::fs::rename(out, &final_path) {
-            Ok(()) => set_mode(&final_path, 0o555)?,
-            Err(err) if matches!(err.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) => {
+        // Into the store directory under a hidden name (the top is still writable, which a move to
+        // another directory needs), sealed there, then renamed to its final name within the same
+        // directory (which needs no permission on the tree itself): a process killed at any point
+        // never leaves an unsealed tree under a final name, only a hidden leftover GC removes.
+        let staged = self.dir.join(unique_name(PUBLISH_PREFIX));
+        fs_err::rename(out, &staged).ctx("publish", &final_path)?;
+        let renamed = set_mode(&staged, 0o555).and_then(|()| {
+            std::fs::rename(&staged, &final_path)
+                .map_err(|err| StoreError::io("publish", &final_path, err))
+        });
+        if renamed.is_err() {
+            let _ = fsutil::remove_tree(&staged);
+        }
+        match renamed {
+            Ok(()) => {}
+            Err(StoreError::Io { source: err, .. })
+                if matches!(err.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) =>
+            {
                 // Lost the race: the winner's tree is in place; its metadata must describe it.
                 let winner = self.manifest_of(&final_path)?;
                 if winner != meta.entries {
@@ -800,7 +951,7 @@ impl Store {
                     fs_err::rename(&temp, &meta_path).ctx("publish", &meta_path)?;
                 }
             }
-            Err(err) => return Err(StoreError::io("publish", &final_path, err)),
+            Err(err) => return Err(err),
         }
         if self.flush {
             fsutil::fsync_dir(&self.dir.join(crate::store::META))?;
@@ -932,6 +1083,7 @@ pub(crate) fn new_meta(
         references,
         created: fsutil::unix_now(),
         entries,
+        source_executables: Vec::new(),
     }
 }
 
@@ -990,4 +1142,17 @@ fn validate_plan(plan: &[PlannedFile]) -> Result<(Vec<String>, Vec<usize>)> {
             .then(a.as_bytes().cmp(b.as_bytes()))
     });
     Ok((dirs, (0..plan.len()).collect()))
+}
+
+/// Write `bytes` to the new file `dst` with `mode_bits`.
+fn write_new(dst: &Path, bytes: &[u8], mode_bits: u32) -> Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(dst)
+        .ctx("create", dst)?;
+    file.write_all(bytes).ctx("write", dst)?;
+    drop(file);
+    set_mode(dst, mode_bits)
 }

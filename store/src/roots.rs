@@ -24,7 +24,7 @@
 //! rename) and reads them; it never deletes store paths.
 
 use std::collections::HashMap;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -183,8 +183,17 @@ pub enum LeaseState {
     Stale,
 }
 
+/// The directory of `history` for this user: users of a shared store keep separate histories (the
+/// owner of a directory may remove anyone's entries in it, even a sticky one), root's are named by the
+/// history alone.
 fn history_dir_name(history: &str) -> String {
-    blake3::hash(history.as_bytes()).to_hex()[..32].to_owned()
+    let uid = crate::fsutil::euid();
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(history.as_bytes());
+    if uid != 0 {
+        hasher.update(format!("\0agentpack-user {uid}").as_bytes());
+    }
+    hasher.finalize().to_hex()[..32].to_owned()
 }
 
 fn write_symlink_atomically(target: &Path, link: &Path) -> Result<()> {
@@ -402,7 +411,14 @@ impl Store {
     /// The caller holds the store lock.
     pub(crate) fn record_host_seen(&self) {
         let dir = self.hosts_dir();
-        let file = dir.join(format!("{}.json", self.host_id));
+        // One record per host and user: in a shared store another user's record of this host is
+        // theirs (a sticky directory), and GC takes the latest of them.
+        let uid = crate::fsutil::euid();
+        let file = if uid == 0 {
+            dir.join(format!("{}.json", self.host_id))
+        } else {
+            dir.join(format!("{}~u{uid}.json", self.host_id))
+        };
         let record = HostSeenRecord {
             host: self.host_id.clone(),
             seen: unix_now(),
@@ -633,6 +649,10 @@ fn write_json_atomically<T: serde::Serialize>(file: &Path, value: &T, prefix: &s
             .open(&temp)
             .ctx("create", &temp)?;
         out.write_all(&bytes).ctx("write", &temp)?;
+        // Readable by every user of a shared store whatever the umask: another user's GC must be
+        // able to read a root to keep what it keeps.
+        out.set_permissions(std::fs::Permissions::from_mode(0o644))
+            .ctx("set permissions of", &temp)?;
     }
     if let Err(err) = std::fs::rename(&temp, file) {
         let _ = std::fs::remove_file(&temp);

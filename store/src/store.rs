@@ -19,9 +19,10 @@
 //!       temproots/<host>-<pid>-...          roots of running processes (OFD-locked while alive)
 //!       leases/<host>-<pid>-<start>.json    launches using store paths
 //!       index/                              LMDB metadata index when the store is on local disk
+//!                                           (a shared store: one private index per user, index/u<uid>/)
 //! ```
 //!
-//! Mutable directories take the permission bits of `store/` (make it `2775` with a shared group to share
+//! Mutable directories take the permission bits of `store/` (make it `3775` with a shared group to share
 //! a store between users); immutable content is world-readable and never secret.
 
 use std::collections::HashMap;
@@ -116,11 +117,16 @@ pub struct Store {
     pub(crate) flush: bool,
     pub(crate) fs_kind: FilesystemKind,
     pub(crate) dir_mode: u32,
+    /// The store is shared by a group (its root is group-writable): objects of other users are
+    /// verified before use (see docs/src/shared-store.md).
+    pub(crate) shared: bool,
+    /// Packages other users published that this handle verified (re-hashed) before using them.
+    pub(crate) verified: Mutex<std::collections::HashSet<StorePathName>>,
     index_dir: Option<PathBuf>,
     index: OnceLock<Option<Index>>,
     temp_roots: Mutex<Option<TempRootsFile>>,
     warnings: Mutex<Vec<String>>,
-    metas: Mutex<HashMap<StorePathName, Arc<StorePathMeta>>>,
+    pub(crate) metas: Mutex<HashMap<StorePathName, Arc<StorePathMeta>>>,
     shards: Mutex<std::collections::HashSet<PathBuf>>,
 }
 
@@ -184,25 +190,67 @@ impl Store {
         write_if_missing(&root.join(".gitignore"), b"*\n")?;
         let root_meta = fs_err::metadata(&root).ctx("inspect", &root)?;
         let root_mode = root_meta.mode() & 0o7777;
-        // Mutable directories follow the store root: group-writable + setgid when the root is.
-        let dir_mode = if root_mode & 0o020 != 0 {
-            0o2775
+        // Mutable directories follow the store root: when it is group-writable they are
+        // group-writable, setgid and sticky (the `/tmp` rule, see docs/src/shared-store.md).
+        let shared = root_mode & 0o020 != 0;
+        let dir_mode = if shared {
+            0o755 | fsutil::SHARED_DIR_BITS
         } else {
             0o755
         };
         let dir = root.join(LAYOUT_VERSION_DIR);
-        create_dir_if_missing(&dir, Some(dir_mode))?;
-        for sub in [BLOBS, META, TMP, GCROOTS, TEMPROOTS, LEASES] {
-            create_dir_if_missing(&dir.join(sub), Some(dir_mode))?;
+        let mut open_warnings = Vec::new();
+        let mut mutable_dirs = vec![dir.clone()];
+        mutable_dirs
+            .extend([BLOBS, META, TMP, GCROOTS, TEMPROOTS, LEASES].map(|sub| dir.join(sub)));
+        mutable_dirs.push(dir.join(GCROOTS).join(INDIRECT));
+        mutable_dirs.push(dir.join(GCROOTS).join(GENERATIONS));
+        if shared {
+            // Every directory users share is made up front, so the administrator who opens the
+            // store first owns them all: a directory's owner may remove anyone's entries in it.
+            mutable_dirs.push(dir.join(GCROOTS).join(HOSTS));
+            if options.index && !filesystem_kind(&root)?.remote {
+                mutable_dirs.push(dir.join(INDEX));
+            }
+            mutable_dirs
+                .extend((0..=255u8).map(|byte| dir.join(BLOBS).join(format!("{byte:02x}"))));
+            mutable_dirs.push(cache_dir.join(REBUILDABLE_DIR));
         }
-        create_dir_if_missing(&dir.join(GCROOTS).join(INDIRECT), Some(dir_mode))?;
-        create_dir_if_missing(&dir.join(GCROOTS).join(GENERATIONS), Some(dir_mode))?;
+        let admin = root_meta.uid();
+        let mut not_admins = Vec::new();
+        for path in &mutable_dirs {
+            create_dir_if_missing(path, Some(dir_mode))?;
+            if shared {
+                match make_sticky(path, admin)? {
+                    SharedDir::Ok => {}
+                    SharedDir::NotAdmins(owner) => not_admins.push((path.clone(), owner)),
+                    SharedDir::NotSticky(warning) => open_warnings.push(warning),
+                }
+            }
+        }
+        if let Some((first, owner)) = not_admins.first() {
+            open_warnings.push(format!(
+                "warning: {} shared store directories (the first: {}) belong to uid {owner}, not to the store's owner (uid {admin}): their owner may remove or replace what anyone published in them; as root run `chown -R {admin} {}` on the directories (not the store paths), or re-create the store as docs/src/shared-store.md says",
+                not_admins.len(),
+                first.display(),
+                dir.display()
+            ));
+        }
         let dev = fs_err::metadata(&dir).ctx("inspect", &dir)?.dev();
         let fs_kind = filesystem_kind(&dir)?;
+        // In a shared store every user keeps an index of their own (`index/u<uid>/`, private): the
+        // index is a cache another member must not be able to write into.
+        let own_index = |base: PathBuf| {
+            if shared {
+                base.join(format!("u{}", fsutil::euid()))
+            } else {
+                base
+            }
+        };
         let index_dir = if !options.index {
             None
         } else if !fs_kind.remote {
-            Some(dir.join(INDEX))
+            Some(own_index(dir.join(INDEX)))
         } else {
             options.local_cache_dir.as_ref().and_then(|local| {
                 let local_remote = fs_err::create_dir_all(local)
@@ -230,7 +278,9 @@ impl Store {
             index_dir,
             index: OnceLock::new(),
             temp_roots: Mutex::new(None),
-            warnings: Mutex::new(Vec::new()),
+            warnings: Mutex::new(open_warnings),
+            shared,
+            verified: Mutex::new(std::collections::HashSet::new()),
             metas: Mutex::new(HashMap::new()),
             shards: Mutex::new(std::collections::HashSet::new()),
         })
@@ -288,7 +338,12 @@ impl Store {
         self.index
             .get_or_init(|| {
                 let dir = self.index_dir.as_ref()?;
-                match Index::open(dir) {
+                let opened = if self.shared {
+                    self.private_index_dir(dir).and_then(|()| Index::open_private(dir))
+                } else {
+                    Index::open(dir)
+                };
+                match opened {
                     Ok(index) => Some(index),
                     Err(err) => {
                         self.warn(format!("warning: the store index is unavailable ({err}); continuing without it"));
@@ -297,6 +352,27 @@ impl Store {
                 }
             })
             .as_ref()
+    }
+
+    /// Make this user's own index directory in a shared store (`index/u<uid>/`, 0700), refusing one
+    /// that another user made: that user could write what this user reads.
+    fn private_index_dir(&self, dir: &Path) -> Result<()> {
+        if let Some(parent) = dir.parent() {
+            if parent.starts_with(&self.dir) {
+                self.ensure_dir(parent)?;
+            } else {
+                fs_err::create_dir_all(parent).ctx("create", parent)?;
+            }
+        }
+        create_dir_if_missing(dir, Some(0o700))?;
+        match fsutil::owner_of(dir) {
+            Some(owner) if owner == fsutil::euid() => Ok(()),
+            owner => Err(StoreError::ForeignObject {
+                what: "index directory",
+                path: dir.to_path_buf(),
+                owner,
+            }),
+        }
     }
 
     /// Where the index lives (or would), if anywhere.
@@ -344,8 +420,18 @@ impl Store {
         self.dir.join(TMP)
     }
 
-    /// The store path called `name`, if it is published.
+    /// The store path called `name`, if it is published and this user may use it in place: this user
+    /// or root published it. A path another user of a shared store published is `None` here (that
+    /// user could change it under this one; see docs/src/shared-store.md): building it again fails with
+    /// [`StoreError::ForeignObject`], and a package is verified before it is used
+    /// ([`Store::publish_tree`], [`Store::verified_slot`]).
     pub fn get(&self, name: &StorePathName) -> Option<StorePath> {
+        self.published(name)
+            .filter(|path| fsutil::owner_of(path.path()).is_some_and(trusted_owner))
+    }
+
+    /// The store path called `name`, if it is published, whoever published it.
+    pub(crate) fn published(&self, name: &StorePathName) -> Option<StorePath> {
         let path = self.path_of(name);
         std::fs::symlink_metadata(&path)
             .ok()
@@ -368,7 +454,7 @@ impl Store {
         let relative = resolved.strip_prefix(&self.dir).ok()?;
         let first = relative.components().next()?.as_os_str().to_str()?;
         let name: StorePathName = first.parse().ok()?;
-        self.get(&name)
+        self.published(&name)
     }
 
     /// The metadata of a published store path.
@@ -450,6 +536,8 @@ impl Store {
                 .mode(0o644)
                 .open(&path)
                 .ctx("create", &path)?;
+            // Readable by every user whatever the umask: another user's GC reads what it keeps.
+            set_mode(&path, 0o644)?;
             lock::lock_file(&file, &path, LockKind::Exclusive)?;
             *guard = Some(TempRootsFile { file, path });
         }
@@ -502,7 +590,7 @@ impl Store {
             .and_then(|rest| rest.to_str())
             .and_then(|rest| rest.parse::<StorePathName>().ok());
         match name {
-            Some(name) => match self.get(&name) {
+            Some(name) => match self.published(&name) {
                 Some(path) => Ok(SlotState::Linked(path)),
                 None => Ok(SlotState::Dangling(target)),
             },
@@ -521,6 +609,12 @@ impl Store {
         }
     }
 
+    /// Re-hashes the store path a slot links to against the lock's hash (traced: `-vv` shows each).
+    fn rehash_slot(cache_key: &str, path: &StorePath, expected: &TreeHash) -> Result<Match> {
+        tracing::trace!(cache_key, path = %path.path().display(), "re-hashing a cache slot against the lock");
+        matches_tree_hash(path.path(), expected)
+    }
+
     /// The store path in slot `cache_key`, after recomputing its tree hash and comparing it with
     /// `expected` (the legacy rule counts as a match). A mismatch is
     /// [`StoreError::ContentHashMismatch`] naming the slot; nothing is changed. A legacy slot directory
@@ -528,7 +622,7 @@ impl Store {
     pub fn verified_slot(&self, cache_key: &str, expected: &TreeHash) -> Result<Option<StorePath>> {
         let slot = self.slot_path(cache_key)?;
         match self.slot_state(cache_key)? {
-            SlotState::Linked(path) => match matches_tree_hash(path.path(), expected)? {
+            SlotState::Linked(path) => match Self::rehash_slot(cache_key, &path, expected)? {
                 Match::Exact | Match::Legacy => {
                     self.add_temp_root(&path)?;
                     Ok(Some(path))
@@ -564,7 +658,13 @@ impl Store {
         self.slot_path(cache_key)?;
         let dir = self.cache_dir.join(REBUILDABLE_DIR);
         if !dir.is_dir() {
-            fs_err::create_dir_all(&dir).ctx("create", &dir)?;
+            // Every user of a shared `cache/` marks slots here: shared like the store's directories.
+            let mode = if fsutil::group_shared(&self.cache_dir) {
+                0o755 | fsutil::SHARED_DIR_BITS
+            } else {
+                0o755
+            };
+            create_dir_if_missing(&dir, Some(mode))?;
         }
         let marker = dir.join(cache_key);
         if std::fs::symlink_metadata(&marker).is_err() {
@@ -581,10 +681,9 @@ impl Store {
             .is_file()
     }
 
-    /// Removes slot `cache_key` and its rebuildable mark (GC, once its store path is gone).
-    pub(crate) fn drop_rebuildable_slot(&self, cache_key: &str) {
-        let _ = std::fs::remove_file(self.cache_dir.join(cache_key));
-        let _ = std::fs::remove_file(self.cache_dir.join(REBUILDABLE_DIR).join(cache_key));
+    /// The file marking slot `cache_key` rebuildable.
+    pub(crate) fn rebuildable_marker(&self, cache_key: &str) -> PathBuf {
+        self.cache_dir.join(REBUILDABLE_DIR).join(cache_key)
     }
 
     /// Point slot `cache_key` at `path` atomically (temp symlink + rename). A legacy slot directory is
@@ -595,6 +694,10 @@ impl Store {
         let target = Path::new("store")
             .join(LAYOUT_VERSION_DIR)
             .join(path.name().as_str());
+        if std::fs::read_link(&slot).is_ok_and(|existing| existing == target) {
+            // Already so (possibly another user's link, which this user could not replace).
+            return Ok(());
+        }
         let temp = self.cache_dir.join(unique_name(".slot-"));
         std::os::unix::fs::symlink(&target, &temp).ctx("create link", &temp)?;
         if let Err(err) = std::fs::rename(&temp, &slot) {
@@ -698,6 +801,47 @@ impl Store {
     pub(crate) fn ensure_dir(&self, path: &Path) -> Result<()> {
         create_dir_if_missing(path, Some(self.dir_mode))
     }
+}
+
+/// Whether this user uses in place what `uid` made in the store: its own objects and root's. Anything
+/// another user made is verified first (blobs and packages) or refused (input-addressed paths).
+pub(crate) fn trusted_owner(uid: u32) -> bool {
+    uid == 0 || uid == fsutil::euid()
+}
+
+/// What [`make_sticky`] found.
+enum SharedDir {
+    /// Sticky, setgid, group-writable, and the administrator's (or this user's, who just made it).
+    Ok,
+    /// Owned by this other user (neither the administrator nor root), who may remove anyone's entries
+    /// in it.
+    NotAdmins(u32),
+    /// Lacks the bits and belongs to someone else: this warning says how to fix it.
+    NotSticky(String),
+}
+
+/// Give a shared directory the sticky bit (and the group bits) when this user owns it, so no member
+/// can rename or remove another member's entries; report one owned by another user than the store's
+/// owner (`admin`) or root, and one that lacks the bits and that this user cannot change.
+fn make_sticky(path: &Path, admin: u32) -> Result<SharedDir> {
+    let meta = fs_err::symlink_metadata(path).ctx("inspect", path)?;
+    let mode = meta.mode() & 0o7777;
+    let owner = meta.uid();
+    if mode & fsutil::SHARED_DIR_BITS != fsutil::SHARED_DIR_BITS {
+        if owner != fsutil::euid() {
+            return Ok(SharedDir::NotSticky(format!(
+                "warning: the shared store directory {} has mode {mode:04o}: without the sticky bit any member of the group can replace what another member published there; as its owner or root run `chmod 3775 {}` (see docs/src/shared-store.md)",
+                path.display(),
+                path.display()
+            )));
+        }
+        set_mode(path, mode | fsutil::SHARED_DIR_BITS)?;
+    }
+    // (This user's own directories are no threat to this user: the warning is for the others.)
+    if owner != admin && owner != 0 && owner != fsutil::euid() {
+        return Ok(SharedDir::NotAdmins(owner));
+    }
+    Ok(SharedDir::Ok)
 }
 
 fn create_dir_if_missing(path: &Path, mode: Option<u32>) -> Result<()> {

@@ -65,10 +65,16 @@ pub struct VerifyReport {
     pub damaged_paths: Vec<PathProblem>,
     /// Store paths without (readable) metadata.
     pub missing_metadata: Vec<String>,
+    /// Store paths a slot names that are gone (`slot <cache_key>: <name>`), e.g. a package store path
+    /// deleted by hand. A sync fetches them again; `repair` removes the dangling slots.
+    pub missing_paths: Vec<String>,
     /// What repair restored.
     pub repaired: Vec<String>,
     /// Store paths repair could not restore and removed: fetch or build them again.
     pub unrepairable: Vec<String>,
+    /// Damaged objects repair left alone because another user owns them (a shared store), each with
+    /// the remedy.
+    pub not_repaired: Vec<String>,
 }
 
 impl VerifyReport {
@@ -77,6 +83,7 @@ impl VerifyReport {
         self.damaged_blobs.is_empty()
             && self.damaged_paths.is_empty()
             && self.missing_metadata.is_empty()
+            && self.missing_paths.is_empty()
     }
 }
 
@@ -248,9 +255,44 @@ pub fn verify(store: &Store, options: VerifyOptions) -> Result<VerifyReport> {
         }
     }
 
+    // Store paths that are needed but gone (deleted by hand, or lost).
+    // Looked up now, not in the listing above: publishers may add paths (and slots) meanwhile;
+    // nothing removes any while this holds the store lock.
+    for (key, name) in store.slots()? {
+        if store.published(&name).is_none() {
+            report.missing_paths.push(format!("slot {key}: {name}"));
+        }
+    }
     if !options.repair {
         return Ok(report);
     }
+
+    // Only an object's owner (or root) may change or replace it: another user's damaged objects are
+    // named with the remedy, and left for them or the administrator.
+    let not_mine = |what: &str, path: &Path, report: &mut VerifyReport| -> bool {
+        match fsutil::owner_of(path) {
+            Some(owner) if !fsutil::may_remove(owner) => {
+                report.not_repaired.push(format!(
+                    "{what} {} belongs to uid {owner}: run `agentpack store verify --repair` as that user, or as root (the store's administrator)",
+                    path.display()
+                ));
+                true
+            }
+            _ => false,
+        }
+    };
+    let bad_mode: Vec<&BlobFile> = bad_mode
+        .into_iter()
+        .filter(|blob| !not_mine("blob", &blob.path, &mut report))
+        .collect();
+    let bad_content: Vec<&BlobFile> = bad_content
+        .into_iter()
+        .filter(|blob| !not_mine("blob", &blob.path, &mut report))
+        .collect();
+    let damaged: Vec<(StorePathName, StorePathMeta)> = damaged
+        .into_iter()
+        .filter(|(name, _)| !not_mine("store path", &store.path_of(name), &mut report))
+        .collect();
 
     // Repair blobs.
     for blob in bad_mode {
@@ -306,6 +348,16 @@ pub fn verify(store: &Store, options: VerifyOptions) -> Result<VerifyReport> {
         report
             .repaired
             .push(format!("store path {name}: metadata regenerated"));
+    }
+    // Slots whose store path is gone (found missing, or removed above) go, so the next sync fetches
+    // their packages again.
+    for (key, name) in store.slots()? {
+        if store.published(&name).is_none() {
+            store.remove_slot(&key)?;
+            report
+                .repaired
+                .push(format!("slot {key}: removed (its store path is gone)"));
+        }
     }
     Ok(report)
 }

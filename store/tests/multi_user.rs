@@ -285,18 +285,24 @@ fn two_members_of_a_group_share_a_store() {
         std::os::unix::fs::chown(&path, None, Some(TEAM)).unwrap();
         chmod(&path, 0o2775);
     }
+    // The administrator opens it first, so it owns the shared directories.
+    drop(open_shared(&cache));
     run_as(USER_A, TEAM, "shared-a", &cache);
     run_as(USER_B, TEAM, "shared-b", &cache);
     run_as(USER_A, TEAM, "shared-a", &cache);
 
     let v1 = cache.join("store/v1");
     assert_eq!(mode(&v1.join("lock")) & 0o060, 0o060, "v1/lock");
-    for file in ["data.mdb", "lock.mdb"] {
-        let path = v1.join("index").join(file);
-        assert_eq!(mode(&path) & 0o060, 0o060, "{}", path.display());
-        assert_eq!(std::fs::metadata(&path).unwrap().gid(), TEAM);
+    // Each member keeps a private index of their own (another member must not write what they read).
+    for uid in [USER_A, USER_B] {
+        let own = v1.join("index").join(format!("u{uid}"));
+        assert_eq!(mode(&own), 0o700, "{}", own.display());
+        assert_eq!(std::fs::metadata(&own).unwrap().uid(), uid);
+        for file in ["data.mdb", "lock.mdb"] {
+            assert!(own.join(file).is_file(), "{}", own.display());
+        }
     }
-    assert_eq!(mode(&v1.join("index")), 0o2775);
+    assert_eq!(mode(&v1.join("index")), 0o3775);
     let owners: std::collections::BTreeSet<u32> = std::fs::read_dir(&v1)
         .unwrap()
         .flatten()

@@ -107,7 +107,7 @@ fn a_store_on_fuse_keeps_its_index_on_local_disk() {
 }
 
 #[test]
-fn a_group_shared_store_is_setgid_and_readable() {
+fn a_group_shared_store_is_setgid_sticky_and_readable() {
     let dir = TestDir::new();
     let root = dir.path().join("cache/store");
     std::fs::create_dir_all(&root).unwrap();
@@ -130,7 +130,8 @@ fn a_group_shared_store_is_setgid_and_readable() {
         "leases",
         "gcroots",
     ] {
-        assert_eq!(mode(&store.store_dir().join(sub)), 0o2775, "{sub}");
+        // Setgid, group-writable and sticky: only an entry's owner may rename or remove it.
+        assert_eq!(mode(&store.store_dir().join(sub)), 0o3775, "{sub}");
     }
     let src = dir.path().join("src");
     package_tree(&src, "a");
@@ -146,5 +147,5 @@ fn a_group_shared_store_is_setgid_and_readable() {
         .unwrap()
         .unwrap()
         .path();
-    assert_eq!(mode(&shard), 0o2775, "shards are shared too");
+    assert_eq!(mode(&shard), 0o3775, "shards are shared too");
 }

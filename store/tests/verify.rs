@@ -7,8 +7,10 @@ mod common;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 
-use agentpack_store::{hash_tree, verify, LinkMode, VerifyOptions};
-use common::{open_store, package_tree, TestDir};
+use agentpack_store::{
+    hash_tree, verify, LinkMode, PlannedFile, Source, StorePathName, VerifyOptions,
+};
+use common::{open_store, package_tree, write, TestDir};
 
 fn append(path: &std::path::Path, bytes: &[u8]) {
     // Root can write a 0444 file; anyone else first makes it writable, as an editor would.
@@ -229,4 +231,43 @@ fn generations_link_package_files_from_their_recorded_blobs() {
         std::fs::read(generation.path().join("skills/demo/SKILL.md")).unwrap(),
         b"# skill a\n"
     );
+}
+
+#[test]
+fn a_deleted_package_store_path_is_found_and_its_slot_removed_by_repair() {
+    let dir = TestDir::new();
+    let store = open_store(dir.path(), LinkMode::Hardlink);
+    let src = dir.path().join("src");
+    write(&src, "SKILL.md", b"# skill\n");
+    let package = store.publish_tree(&src, "demo", None).unwrap();
+    store.set_slot("key", &package).unwrap();
+    let name = StorePathName::from_inputs(b"generation", "generation-default");
+    let plan = [PlannedFile::new(
+        "SKILL.md",
+        Source::ExistingFile(package.path().join("SKILL.md")),
+        false,
+    )];
+    store
+        .publish_files(&name, &plan, std::slice::from_ref(&package))
+        .unwrap();
+    assert!(verify(&store, VerifyOptions::default()).unwrap().is_clean());
+    // Deleted by hand.
+    common::unseal(package.path());
+    std::fs::remove_dir_all(package.path()).unwrap();
+    let report = verify(&store, VerifyOptions::default()).unwrap();
+    assert!(!report.is_clean(), "{report:?}");
+    let missing = package.name().to_string();
+    assert!(
+        report
+            .missing_paths
+            .iter()
+            .any(|m| m == &format!("slot key: {missing}")),
+        "{report:?}"
+    );
+    let repaired = verify(&store, VerifyOptions { repair: true }).unwrap();
+    assert!(
+        repaired.repaired.iter().any(|r| r.contains("slot key")),
+        "{repaired:?}"
+    );
+    assert!(store.slot("key").unwrap().is_none());
 }

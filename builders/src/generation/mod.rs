@@ -29,8 +29,9 @@ use agentpack_store::{PlannedFile, Source, Store, StoreError, StorePath, StorePa
 use indexmap::IndexMap;
 
 /// Bumped whenever rendering changes in a way the crate versions do not capture.
-// v2: Codex hook specs in codex-home; v3: MCP values by their staged form, secret templates.
-const GENERATION_FORMAT: &str = "agentpack-generation-v3";
+// v2: Codex hook specs in codex-home; v3: MCP values by their staged form, secret templates;
+// v4: source execute bits, plugin-root references in artifacts, collisions keep both.
+const GENERATION_FORMAT: &str = "agentpack-generation-v4";
 
 /// The file inside every generation that records what rendering reported, so a reused generation
 /// can say it again.
@@ -47,6 +48,9 @@ pub struct LockedPackageInput {
     pub commit: String,
     pub kind: String,
     pub store_path: StorePath,
+    /// Regular files executable in the package's source, as the store recorded them (filled by
+    /// [`build_generation`] from the store when empty).
+    pub executables: Vec<String>,
 }
 
 impl LockedPackageInput {
@@ -61,6 +65,7 @@ impl LockedPackageInput {
             commit: package.commit.as_str().to_owned(),
             kind: package.kind.clone(),
             store_path,
+            executables: Vec::new(),
         }
     }
 }
@@ -97,6 +102,8 @@ pub struct GenerationBuild {
     pub reused: bool,
     pub warnings: Vec<String>,
     pub info: Vec<String>,
+    /// Collisions between packages and how both sides were kept (see `harness::Collision`).
+    pub collisions: Vec<agentpack_harness::Collision>,
     /// Secret-bearing values per agent, for the launcher's home layer (empty when reused: the
     /// launcher renders them from the manifest when it needs them).
     pub secrets: BTreeMap<Agent, agentpack_harness::SecretLayer>,
@@ -141,7 +148,8 @@ impl GenerationInputs {
                 package.path,
                 package.commit,
                 package.kind,
-                package.store_path.name().as_str()
+                package.store_path.name().as_str(),
+                package.executables
             ]));
         }
         if let Some((_, hash)) = &self.overlay {
@@ -159,7 +167,8 @@ impl GenerationInputs {
                 "launch",
                 name,
                 launch.command,
-                launch.args
+                // A credential argument is given at launch, never part of a store path's name.
+                agentpack_harness::mcp::staged_args(&launch.args)
             ]));
         }
         let mut bytes = Vec::new();
@@ -174,32 +183,86 @@ impl GenerationInputs {
     pub fn store_path_name(&self) -> StorePathName {
         StorePathName::from_inputs(&self.digest(), &format!("generation-{}", self.mode_dir))
     }
+
+    /// The store path name of the generation of these inputs for `agents` only (sorted, fewer than
+    /// all): the digest with the agents as one more line, the label naming them.
+    pub fn store_path_name_for(&self, agents: &[Agent]) -> StorePathName {
+        let names: Vec<&str> = agents.iter().map(|agent| agent.as_str()).collect();
+        let mut digest = self.digest();
+        digest.extend_from_slice(serde_json::json!(["agents", names]).to_string().as_bytes());
+        digest.push(b'\n');
+        StorePathName::from_inputs(
+            &digest,
+            &format!("generation-{}-{}", self.mode_dir, names.join("+")),
+        )
+    }
 }
 
-/// Builds the generation for `inputs`, or finds it already published.
+/// `inputs` with each package's source executables read from the store.
+fn with_source_executables(store: &Store, inputs: &GenerationInputs) -> GenerationInputs {
+    let mut inputs = inputs.clone();
+    for package in &mut inputs.packages {
+        if package.executables.is_empty() {
+            package.executables = store.source_executables(&package.store_path);
+        }
+    }
+    inputs
+}
+
+/// Builds the generation for `inputs` (every agent), or finds it already published.
 pub fn build_generation(
     store: &Store,
     inputs: &GenerationInputs,
 ) -> Result<GenerationBuild, GenerationError> {
-    let name = inputs.store_path_name();
-    if let Some(path) = store.get(&name) {
-        let report = staged::read_report(&path);
+    build_generation_for(store, inputs, &Agent::ALL)
+}
+
+/// Builds the generation of `inputs` for `agents` only (a launcher's: "launches convert artifacts
+/// and hooks only for the selected harness"), or finds one already published: the generation of
+/// every agent when it exists (it holds theirs), else the one of exactly these agents. The warnings,
+/// notes and collisions returned are those of the package trees and of `agents` only.
+pub fn build_generation_for(
+    store: &Store,
+    inputs: &GenerationInputs,
+    agents: &[Agent],
+) -> Result<GenerationBuild, GenerationError> {
+    let inputs = &with_source_executables(store, inputs);
+    let mut agents: Vec<Agent> = agents.to_vec();
+    agents.sort();
+    agents.dedup();
+    let every_agent = agents.len() == Agent::ALL.len();
+    let all_name = inputs.store_path_name();
+    let reusable = store.get(&all_name).or_else(|| {
+        (!every_agent)
+            .then(|| store.get(&inputs.store_path_name_for(&agents)))
+            .flatten()
+    });
+    if let Some(path) = reusable {
+        let report = staged::read_report(&path).for_agents(&agents);
         return Ok(GenerationBuild {
             path,
             reused: true,
             warnings: report.warnings,
             info: report.info,
+            collisions: report.collisions,
             secrets: BTreeMap::new(),
         });
     }
+    let name = if every_agent {
+        all_name
+    } else {
+        inputs.store_path_name_for(&agents)
+    };
 
     let stage = stage_inputs(store, inputs, &name);
-    let plan = render_generation(&stage, &Agent::ALL)?;
+    let plan = render_generation(&stage, &agents)?;
 
     let mut warnings = plan.warnings.clone();
     let mut info = plan.info.clone();
     let mut secrets = BTreeMap::new();
+    let mut collisions = Vec::new();
     let mut files: BTreeMap<String, PlannedFile> = BTreeMap::new();
+    let mut by_agent = BTreeMap::new();
     for (path, entry) in &plan.shared.entries {
         files.insert(path.clone(), planned(path, entry));
     }
@@ -209,6 +272,14 @@ pub fn build_generation(
         }
         warnings.extend(agent_plan.warnings.iter().cloned());
         info.extend(agent_plan.info.iter().cloned());
+        collisions.extend(agent_plan.collisions.iter().cloned());
+        by_agent.insert(
+            agent.as_str().to_owned(),
+            staged::AgentReport {
+                warnings: agent_plan.warnings.clone(),
+                info: agent_plan.info.clone(),
+            },
+        );
         if !agent_plan.secrets.is_empty() {
             secrets.insert(*agent, agent_plan.secrets.clone());
         }
@@ -219,6 +290,12 @@ pub fn build_generation(
         mode: inputs.mode_name.clone(),
         warnings: warnings.clone(),
         info: info.clone(),
+        collisions: collisions.clone(),
+        shared: Some(staged::AgentReport {
+            warnings: plan.warnings.clone(),
+            info: plan.info.clone(),
+        }),
+        agents: by_agent,
     };
     files.insert(
         REPORT_FILE.to_owned(),
@@ -242,6 +319,7 @@ pub fn build_generation(
         reused: false,
         warnings,
         info,
+        collisions,
         secrets,
     })
 }
@@ -263,6 +341,7 @@ fn stage_inputs(store: &Store, inputs: &GenerationInputs, name: &StorePathName) 
                 kind: package.kind.clone(),
                 root: package.store_path.path().to_path_buf(),
                 filter: inputs.mode.package_filter(&package.module),
+                executables: package.executables.iter().cloned().collect(),
             })
             .collect(),
         overlay: inputs.overlay.as_ref().map(|(root, _)| OverlayInput {
@@ -289,6 +368,7 @@ pub fn merged_mcp_servers(
     store: &Store,
     inputs: &GenerationInputs,
 ) -> Result<(Vec<agentpack_harness::MergedServer>, Vec<String>), GenerationError> {
+    let inputs = &with_source_executables(store, inputs);
     let stage = stage_inputs(store, inputs, &inputs.store_path_name());
     Ok(agentpack_harness::collect_mcp_servers(&stage)?)
 }
@@ -300,6 +380,7 @@ pub fn render_secrets(
     inputs: &GenerationInputs,
     agent: Agent,
 ) -> Result<agentpack_harness::SecretLayer, GenerationError> {
+    let inputs = &with_source_executables(store, inputs);
     let stage = stage_inputs(store, inputs, &inputs.store_path_name());
     let plan = render_generation(&stage, &[agent])?;
     Ok(plan

@@ -17,11 +17,74 @@ pub struct GenerationReport {
     pub mode: String,
     pub warnings: Vec<String>,
     pub info: Vec<String>,
+    /// Artifacts of two packages that would have taken one name, per agent, and how both were kept.
+    #[serde(default)]
+    pub collisions: Vec<agentpack_harness::Collision>,
+    /// What reading the package trees reported (for every agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<AgentReport>,
+    /// What each agent's rendering reported, by agent name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub agents: BTreeMap<String, AgentReport>,
+}
+
+/// The warnings and notes of one part of a generation's rendering.
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
+pub struct AgentReport {
+    pub warnings: Vec<String>,
+    pub info: Vec<String>,
+}
+
+impl GenerationReport {
+    /// The report as far as it concerns `agents`: the package trees' messages and those agents'
+    /// (the whole report when it does not say which agent said what).
+    pub fn for_agents(self, agents: &[agentpack_harness::Agent]) -> GenerationReport {
+        let Some(shared) = &self.shared else {
+            return self;
+        };
+        let mut warnings = shared.warnings.clone();
+        let mut info = shared.info.clone();
+        for agent in agents {
+            if let Some(report) = self.agents.get(agent.as_str()) {
+                warnings.extend(report.warnings.iter().cloned());
+                info.extend(report.info.iter().cloned());
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        warnings.retain(|line| seen.insert(line.clone()));
+        let mut seen = std::collections::HashSet::new();
+        info.retain(|line| seen.insert(line.clone()));
+        let collisions = self
+            .collisions
+            .iter()
+            .filter(|c| agents.iter().any(|agent| agent.as_str() == c.agent))
+            .cloned()
+            .collect();
+        GenerationReport {
+            mode: self.mode.clone(),
+            warnings,
+            info,
+            collisions,
+            shared: self.shared.clone(),
+            agents: self
+                .agents
+                .iter()
+                .filter(|(name, _)| agents.iter().any(|agent| agent.as_str() == name.as_str()))
+                .map(|(name, report)| (name.clone(), report.clone()))
+                .collect(),
+        }
+    }
 }
 
 /// Reads the report of a published generation (empty when missing or unreadable).
 pub fn read_report(path: &StorePath) -> GenerationReport {
-    std::fs::read(path.path().join(super::REPORT_FILE))
+    read_report_at(path.path())
+}
+
+/// Reads the report of the generation at `generation` (a store path or a pointer to one; empty
+/// when missing or unreadable).
+pub fn read_report_at(generation: &Path) -> GenerationReport {
+    std::fs::read(generation.join(super::REPORT_FILE))
         .ok()
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         .unwrap_or_default()

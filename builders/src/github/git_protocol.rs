@@ -2,12 +2,14 @@
 //!
 //! Used when the REST API fails or is throttled. It works in a throw-away bare repository in a temp
 //! directory (gix needs one to hold fetched objects) and hands the commit's tree to a
-//! [`SafeTreeWriter`], which applies the same extraction rules as a tarball. It never runs the `git`
+//! [`SafeTreeWriter`], which applies the same extraction rules (and limits) as a tarball. Every
+//! connection has the configured connect and read timeouts, and a fetch stops once the scratch
+//! repository outgrows the download size cap. It never runs the `git`
 //! executable and never writes outside the temp repository and the writer's directory.
 
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use gix::bstr::ByteSlice;
 use gix::objs::tree::EntryKind;
@@ -16,6 +18,7 @@ use gix::remote::Direction;
 
 use super::{GitHubConfig, RepoId, SourceFailure};
 use crate::extract::{ExtractError, SafeTreeWriter};
+use crate::limits::{LimitExceeded, LimitKind, Limits};
 
 /// The refs a remote advertises, peeled to commits.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -48,6 +51,38 @@ impl RemoteRefs {
 
 fn unavailable(what: &str, repo: &RepoId, error: impl std::fmt::Display) -> SourceFailure {
     SourceFailure::Unavailable(format!("git protocol {what} for {repo}: {error}"))
+}
+
+/// The transport options of a connection to `url`: the repository's defaults with the configured
+/// connect timeout, and a read timeout through the reqwest backend (gix's reqwest backend reads no
+/// shared `http.*` timeout option, so the client itself gets them).
+fn transport_options(
+    repository: &gix::Repository,
+    url: &str,
+    repo: &RepoId,
+    limits: &Limits,
+) -> Result<Box<dyn std::any::Any>, SourceFailure> {
+    use gix::protocol::transport::client::blocking_io::http;
+    let defaults = repository
+        .transport_options(url, None)
+        .map_err(|error| unavailable("configuration", repo, error))?;
+    let mut options: http::Options = defaults
+        .and_then(|options| options.downcast::<http::Options>().ok())
+        .map(|options| *options)
+        .unwrap_or_default();
+    options.connect_timeout = Some(limits.connect_timeout);
+    options.low_speed_limit_bytes_per_second = 1;
+    options.low_speed_time_seconds = limits.read_timeout.as_secs().max(1);
+    let (connect, read) = (limits.connect_timeout, limits.read_timeout);
+    let backend = http::reqwest::Options {
+        // A blocking client applies `timeout` to the response head and to each read of the body.
+        configure_client: Some(Box::new(move |builder| {
+            Ok(builder.connect_timeout(connect).timeout(read))
+        })),
+        configure_request: None,
+    };
+    options.backend = Some(std::sync::Arc::new(std::sync::Mutex::new(backend)));
+    Ok(Box::new(options))
 }
 
 fn scratch_repo(
@@ -118,7 +153,8 @@ pub fn ls_refs(config: &GitHubConfig, repo: &RepoId) -> Result<RemoteRefs, Sourc
         .with_fetch_tags(gix::remote::fetch::Tags::None);
     let connection = remote
         .connect(Direction::Fetch)
-        .map_err(|error| unavailable("connect", repo, error))?;
+        .map_err(|error| unavailable("connect", repo, error))?
+        .with_transport_options(transport_options(&repository, &url, repo, &config.limits)?);
     let options = gix::remote::ref_map::Options {
         prefix_from_spec_as_filter_on_remote: true,
         extra_refspecs: vec![
@@ -182,7 +218,7 @@ pub fn fetch_commit_tree(
     commit: &str,
     writer: &mut SafeTreeWriter,
 ) -> Result<(), GitFetchError> {
-    let (_dir, repository) = scratch_repo(config, repo)?;
+    let (dir, repository) = scratch_repo(config, repo)?;
     let url = config.git_repo_url(repo);
     let remote = repository
         .remote_at(url.as_str())
@@ -195,15 +231,52 @@ pub fn fetch_commit_tree(
         .map_err(|error| unavailable("refspec", repo, error))?;
     let connection = remote
         .connect(Direction::Fetch)
-        .map_err(|error| unavailable("connect", repo, error))?;
+        .map_err(|error| unavailable("connect", repo, error))?
+        .with_transport_options(transport_options(&repository, &url, repo, &config.limits)?);
     let depth = NonZeroU32::MIN;
     let interrupt = AtomicBool::new(false);
-    connection
-        .prepare_fetch(gix::progress::Discard, Default::default())
-        .map_err(|error| unavailable("fetch", repo, error))?
-        .with_shallow(gix::remote::fetch::Shallow::DepthAtRemote(depth))
-        .receive(gix::progress::Discard, &interrupt)
-        .map_err(|error| unavailable("fetch", repo, error))?;
+    let done = AtomicBool::new(false);
+    let max = config.limits.max_download_bytes;
+    let (received, too_large) = std::thread::scope(|scope| {
+        // gix writes the pack as it arrives: stop it once the scratch repository outgrows the
+        // download size cap (an endless pack never fills the disk).
+        let watcher = scope.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                if tree_size(dir.path()) > max {
+                    interrupt.store(true, Ordering::SeqCst);
+                    return true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            false
+        });
+        let received = connection
+            .prepare_fetch(gix::progress::Discard, Default::default())
+            .map_err(|error| unavailable("fetch", repo, error))
+            .and_then(|prepared| {
+                prepared
+                    .with_shallow(gix::remote::fetch::Shallow::DepthAtRemote(depth))
+                    .receive(gix::progress::Discard, &interrupt)
+                    .map(|_| ())
+                    .map_err(|error| unavailable("fetch", repo, error))
+            });
+        done.store(true, Ordering::SeqCst);
+        (received, watcher.join().unwrap_or(false))
+    });
+    if too_large || tree_size(dir.path()) > max {
+        return Err(GitFetchError::Source(SourceFailure::Limit(
+            LimitExceeded::new(
+                &config.limits,
+                LimitKind::DownloadSize,
+                format!("the git fetch of {url}"),
+                format!(
+                    "is larger than {}",
+                    config.limits.describe(LimitKind::DownloadSize)
+                ),
+            ),
+        )));
+    }
+    received?;
     let id = gix::ObjectId::from_hex(commit.as_bytes())
         .map_err(|error| unavailable("commit id", repo, error))?;
     let tree = repository
@@ -212,6 +285,17 @@ pub fn fetch_commit_tree(
         .tree()
         .map_err(|error| unavailable("fetched tree", repo, error))?;
     write_tree(repo, &tree, "", writer)
+}
+
+/// Bytes of the regular files below `root` (what a fetch has written so far).
+fn tree_size(root: &std::path::Path) -> u64 {
+    walkdir::WalkDir::new(root)
+        .into_iter()
+        .flatten()
+        .filter(|entry| entry.file_type().is_file())
+        .filter_map(|entry| entry.metadata().ok())
+        .map(|meta| meta.len())
+        .sum()
 }
 
 fn write_tree(
@@ -236,11 +320,12 @@ fn write_tree(
                     .map_err(|error| unavailable("tree", repo, error))?;
                 write_tree(repo, &subtree, &format!("{path}/"), writer)?;
             }
-            EntryKind::Blob | EntryKind::BlobExecutable => {
+            kind @ (EntryKind::Blob | EntryKind::BlobExecutable) => {
                 let blob = entry
                     .object()
                     .map_err(|error| unavailable("blob", repo, error))?;
-                writer.file(&path, &mut blob.data.as_slice())?;
+                let executable = kind == EntryKind::BlobExecutable;
+                writer.file_from_source(&path, &mut blob.data.as_slice(), executable)?;
             }
             EntryKind::Link => {
                 let blob = entry

@@ -14,6 +14,8 @@ pub mod rest;
 use std::fmt;
 use std::time::Duration;
 
+use crate::limits::{LimitExceeded, Limits};
+
 /// The public GitHub REST API, used when `AGENTPACK_GITHUB_API_URL` is unset.
 pub const DEFAULT_API_URL: &str = "https://api.github.com";
 /// The public GitHub web/git host, used when `AGENTPACK_GITHUB_URL` is unset.
@@ -68,8 +70,8 @@ pub struct GitHubConfig {
     pub token: Option<String>,
     /// Retry behaviour for REST calls.
     pub retry: RetryPolicy,
-    /// Timeout for one HTTP request (connect + response headers).
-    pub timeout: Duration,
+    /// Timeouts and size caps of every request, download and extraction.
+    pub limits: Limits,
 }
 
 impl fmt::Debug for GitHubConfig {
@@ -79,7 +81,7 @@ impl fmt::Debug for GitHubConfig {
             .field("git_url", &self.git_url)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("retry", &self.retry)
-            .field("timeout", &self.timeout)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -111,7 +113,7 @@ impl GitHubConfig {
                 .to_owned(),
             token: non_empty(github_token).or_else(|| non_empty(gh_token)),
             retry: RetryPolicy::default(),
-            timeout: Duration::from_secs(60),
+            limits: Limits::default(),
         }
     }
 
@@ -169,6 +171,9 @@ pub enum SourceFailure {
     /// The source could not be reached or kept failing (429, 5xx, network) after retries.
     #[error("unavailable ({0})")]
     Unavailable(String),
+    /// The source answered with more than a limit allows (an endless body, a huge tag list...).
+    #[error("{0}")]
+    Limit(LimitExceeded),
 }
 
 /// A 40-hex commit id in lowercase, else `None`.

@@ -160,6 +160,16 @@ pub enum ResolveError {
     /// The HTTP client could not be set up.
     #[error("cannot set up the GitHub client: {0}")]
     Client(SourceFailure),
+    /// An answer crossed a download limit (an endless body or tag list).
+    #[error("cannot resolve {module} ({reference}): {source}")]
+    Limit {
+        /// The module.
+        module: String,
+        /// What was asked.
+        reference: String,
+        /// The limit crossed.
+        source: crate::limits::LimitExceeded,
+    },
 }
 
 /// Resolves refs against GitHub with the metadata cache; one per command.
@@ -480,6 +490,16 @@ impl Resolver {
         failures: &[(&str, SourceFailure)],
         not_found: impl FnOnce(String) -> ResolveError,
     ) -> ResolveError {
+        if let Some(limit) = failures.iter().find_map(|(_, f)| match f {
+            SourceFailure::Limit(limit) => Some(limit.clone()),
+            _ => None,
+        }) {
+            return ResolveError::Limit {
+                module: module.to_owned(),
+                reference: asked.to_owned(),
+                source: limit,
+            };
+        }
         let answered_not_found = failures
             .iter()
             .any(|(_, f)| matches!(f, SourceFailure::NotFound(_)));
@@ -608,7 +628,10 @@ impl Resolver {
                         module: module.to_owned(),
                         repo: repo.clone(),
                         constraint: constraint.to_owned(),
-                        available: names.join(", "),
+                        available: crate::limits::truncate_list(
+                            &names,
+                            crate::limits::LISTED_IN_MESSAGES,
+                        ),
                     }),
                 }
             }
@@ -626,7 +649,10 @@ impl Resolver {
                     available: if semver_tags.is_empty() {
                         "(none)".to_owned()
                     } else {
-                        semver_tags.join(", ")
+                        crate::limits::truncate_list(
+                            &semver_tags,
+                            crate::limits::LISTED_IN_MESSAGES,
+                        )
                     },
                 })
             }

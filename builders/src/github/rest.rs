@@ -2,7 +2,10 @@
 //!
 //! Owns the HTTP side only: retries with backoff on 429, 5xx and network errors, classifies 401/403 as
 //! [`SourceFailure::Denied`] and 404/422 as [`SourceFailure::NotFound`] so the resolver moves on to the
-//! next source. It never caches, never holds a tarball in memory, and never prints.
+//! next source. Every request has the configured connect and read timeouts; JSON answers are read
+//! with the JSON size cap, tag listings stop at the tag limit, and a tarball stops at the download
+//! size cap and is removed when it fails (a [`SourceFailure::Limit`] is never retried). It never
+//! caches, never holds a tarball in memory, and never prints.
 
 use std::io::Write;
 use std::path::Path;
@@ -13,11 +16,10 @@ use reqwest::StatusCode;
 use serde::Deserialize;
 
 use super::{GitHubConfig, RepoId, SourceFailure};
+use crate::limits::{self, CappedReader, LimitExceeded, LimitKind};
 
 /// Tags requested per page (GitHub's maximum).
 pub const TAGS_PER_PAGE: usize = 100;
-/// Never follow more than this many tag pages (100 000 tags).
-const MAX_TAG_PAGES: usize = 1000;
 
 /// One tag as the REST API lists it, peeled to its commit.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
@@ -43,22 +45,40 @@ struct CommitRef {
 #[derive(Debug, Clone)]
 pub struct RestClient {
     config: GitHubConfig,
-    http: Client,
+    /// Built at the first request (loading TLS roots costs milliseconds a command that finds
+    /// everything in the cache never needs to pay), then shared by every clone.
+    http: std::sync::Arc<std::sync::OnceLock<Client>>,
 }
 
 impl RestClient {
-    /// Builds the HTTP client (rustls, redirects followed, the configured timeout).
+    /// A client for `config`; the HTTP client itself (rustls, redirects followed, the configured
+    /// timeout) is built at the first request, whose error says when it cannot be.
     pub fn new(config: GitHubConfig) -> Result<RestClient, SourceFailure> {
+        Ok(RestClient {
+            config,
+            http: std::sync::Arc::default(),
+        })
+    }
+
+    /// The HTTP client, built on first use.
+    fn http(&self) -> Result<&Client, SourceFailure> {
+        if let Some(client) = self.http.get() {
+            return Ok(client);
+        }
+        tracing::debug!("building the GitHub HTTP client");
+        let config = &self.config;
+        // A blocking client applies `timeout` to waiting for the response head and to each read of
+        // the body: a read timeout that a stalled server trips, however long a download runs.
         let http = Client::builder()
             .user_agent(concat!("agentpack/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(config.timeout)
-            .timeout(None::<Duration>)
+            .connect_timeout(config.limits.connect_timeout)
+            .timeout(config.limits.read_timeout)
             .redirect(reqwest::redirect::Policy::limited(10))
             .build()
             .map_err(|error| {
                 SourceFailure::Unavailable(format!("cannot build the HTTP client: {error}"))
             })?;
-        Ok(RestClient { config, http })
+        Ok(self.http.get_or_init(|| http))
     }
 
     /// The configuration this client uses.
@@ -84,7 +104,7 @@ impl RestClient {
                 std::thread::sleep(policy.delay(attempt - 1));
             }
             let mut request = self
-                .http
+                .http()?
                 .get(url)
                 .header("Accept", accept)
                 .header("X-GitHub-Api-Version", "2022-11-28");
@@ -103,7 +123,16 @@ impl RestClient {
                     }
                     return classify(response, url);
                 }
-                Err(error) => last = format!("{url}: {}", error_chain(&error)),
+                Err(error) => {
+                    last = format!("{url}: {}", error_chain(&error));
+                    if error.is_timeout() {
+                        last.push_str(&format!(
+                            " (no answer within {}; raise {} for a slow network)",
+                            self.config.limits.describe(LimitKind::ReadTimeout),
+                            LimitKind::ReadTimeout.variable()
+                        ));
+                    }
+                }
             }
         }
         Err(SourceFailure::Unavailable(last))
@@ -118,9 +147,7 @@ impl RestClient {
         struct Commit {
             sha: String,
         }
-        let commit: Commit = response.json().map_err(|error| {
-            SourceFailure::Unavailable(format!("unexpected answer from {url}: {error}"))
-        })?;
+        let commit: Commit = self.read_json(response, &url)?;
         super::full_commit(&commit.sha).ok_or_else(|| {
             SourceFailure::Unavailable(format!(
                 "{url} answered with a malformed sha {:?}",
@@ -131,8 +158,13 @@ impl RestClient {
 
     /// Lists every tag of `repo`, following every page.
     pub fn list_tags(&self, repo: &RepoId) -> Result<Vec<RemoteTag>, SourceFailure> {
+        let max_tags = self.config.limits.max_tags;
+        let max_pages = max_tags / TAGS_PER_PAGE as u64 + 2;
         let mut tags = Vec::new();
-        for page in 1..=MAX_TAG_PAGES {
+        for page in 1.. {
+            if page > max_pages {
+                return Err(self.too_many_tags(repo, tags.len(), page - 1));
+            }
             let url = format!(
                 "{}/tags?per_page={TAGS_PER_PAGE}&page={page}",
                 self.repo_url(repo)
@@ -143,9 +175,7 @@ impl RestClient {
                 .get("link")
                 .and_then(|value| value.to_str().ok())
                 .map(|value| value.contains("rel=\"next\""));
-            let batch: Vec<TagJson> = response.json().map_err(|error| {
-                SourceFailure::Unavailable(format!("unexpected answer from {url}: {error}"))
-            })?;
+            let batch: Vec<TagJson> = self.read_json(response, &url)?;
             let full = batch.len() >= TAGS_PER_PAGE;
             tags.extend(batch.into_iter().filter_map(|tag| {
                 Some(RemoteTag {
@@ -153,6 +183,9 @@ impl RestClient {
                     commit: super::full_commit(&tag.commit.sha)?,
                 })
             }));
+            if tags.len() as u64 > max_tags {
+                return Err(self.too_many_tags(repo, tags.len(), page));
+            }
             // Follow `Link: rel="next"` when the server sends it; otherwise a full page means more may follow.
             if !has_next.unwrap_or(full) {
                 break;
@@ -161,7 +194,44 @@ impl RestClient {
         Ok(tags)
     }
 
-    /// Downloads the tarball of `commit` into `destination` (created or truncated), streaming to disk.
+    /// Reads a JSON answer with the JSON size cap.
+    fn read_json<T: serde::de::DeserializeOwned>(
+        &self,
+        response: Response,
+        url: &str,
+    ) -> Result<T, SourceFailure> {
+        let limits = &self.config.limits;
+        let cap = LimitExceeded::new(
+            limits,
+            LimitKind::JsonSize,
+            format!("the answer of {url}"),
+            format!("is larger than {}", limits.describe(LimitKind::JsonSize)),
+        );
+        let bytes = limits::read_capped(response, limits.max_json_bytes, cap).map_err(|error| {
+            match LimitExceeded::find(&error) {
+                Some(limit) => SourceFailure::Limit(limit.clone()),
+                None => SourceFailure::Unavailable(format!("reading the answer of {url}: {error}")),
+            }
+        })?;
+        serde_json::from_slice(&bytes).map_err(|error| {
+            SourceFailure::Unavailable(format!("unexpected answer from {url}: {error}"))
+        })
+    }
+
+    fn too_many_tags(&self, repo: &RepoId, listed: usize, pages: u64) -> SourceFailure {
+        SourceFailure::Limit(LimitExceeded::new(
+            &self.config.limits,
+            LimitKind::Tags,
+            format!("the tag list of github.com/{repo}"),
+            format!(
+                "has more than {} tags ({listed} listed in {pages} pages, and more follow)",
+                self.config.limits.max_tags
+            ),
+        ))
+    }
+
+    /// Downloads the tarball of `commit` into `destination` (created or truncated), streaming to disk
+    /// with the download size cap; a failed download leaves no file behind.
     /// Returns the number of bytes written.
     pub fn download_tarball(
         &self,
@@ -176,18 +246,49 @@ impl RestClient {
             if attempt > 0 {
                 std::thread::sleep(policy.delay(attempt - 1));
             }
-            let mut response = self.get(&url, "application/vnd.github+json")?;
+            let response = self.get(&url, "application/vnd.github+json")?;
+            let limits = &self.config.limits;
+            let too_large = LimitExceeded::new(
+                limits,
+                LimitKind::DownloadSize,
+                format!("the download of {url}"),
+                format!(
+                    "is larger than {}",
+                    limits.describe(LimitKind::DownloadSize)
+                ),
+            );
+            if response
+                .content_length()
+                .is_some_and(|length| length > limits.max_download_bytes)
+            {
+                return Err(SourceFailure::Limit(too_large));
+            }
             let write = (|| -> Result<u64, std::io::Error> {
                 let mut file = fs_err::File::create(destination)?;
-                let written = response.copy_to(&mut file).map_err(std::io::Error::other)?;
+                let mut body = CappedReader::new(response, limits.max_download_bytes, too_large);
+                let written = std::io::copy(&mut body, &mut file)?;
                 file.flush()?;
                 Ok(written)
             })();
             match write {
                 Ok(written) => return Ok(written),
                 Err(error) => {
+                    // Never leave a partial download behind.
+                    let _ = std::fs::remove_file(destination);
+                    if let Some(limit) = LimitExceeded::find(&error) {
+                        return Err(SourceFailure::Limit(limit.clone()));
+                    }
+                    let what = if LimitExceeded::is_timeout(&error) {
+                        format!(
+                            "no bytes for {} ({})",
+                            self.config.limits.describe(LimitKind::ReadTimeout),
+                            LimitKind::ReadTimeout.variable()
+                        )
+                    } else {
+                        error.to_string()
+                    };
                     last = SourceFailure::Unavailable(format!(
-                        "downloading {url} into {}: {error}",
+                        "downloading {url} into {}: {what}",
                         destination.display()
                     ))
                 }

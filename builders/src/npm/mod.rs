@@ -71,8 +71,17 @@ pub enum McpExecError {
 
 /// Reads a spec file and makes its tree ready; returns what to run with `node`.
 pub fn prepare_exec(store: &Store, spec_path: &std::path::Path) -> Result<ExecPlan, McpExecError> {
+    prepare_exec_with_limits(store, spec_path, &crate::limits::Limits::default())
+}
+
+/// [`prepare_exec`] downloading within `limits`.
+pub fn prepare_exec_with_limits(
+    store: &Store,
+    spec_path: &std::path::Path,
+    limits: &crate::limits::Limits,
+) -> Result<ExecPlan, McpExecError> {
     let spec = ExecSpec::load(spec_path)?;
-    let client = RegistryClient::new()?;
+    let client = RegistryClient::with_limits(*limits)?;
     let ready = tree_store::ensure_tree(store, &spec, &client)?;
     let script = tree_store::bin_script(&ready.tree, &spec);
     if !script.is_file() {

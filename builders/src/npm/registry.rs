@@ -4,11 +4,10 @@
 //! It must never read the environment itself (the caller passes the environment's
 //! `npm_config_registry`) and never send credentials: per-user `.npmrc` files are not read.
 
-use std::time::Duration;
-
 use serde_json::Value;
 
 use super::spec::{PackageRequest, VersionRequest};
+use crate::limits::{self, LimitExceeded, LimitKind, Limits};
 
 /// The public registry, used when neither the server's env nor the environment names one.
 pub const PUBLIC_REGISTRY: &str = "https://registry.npmjs.org";
@@ -96,6 +95,9 @@ pub enum RegistryError {
         /// What went wrong.
         message: String,
     },
+    /// An answer or a tarball crossed a limit.
+    #[error(transparent)]
+    Limit(#[from] LimitExceeded),
 }
 
 impl RegistryError {
@@ -110,17 +112,30 @@ impl RegistryError {
 #[derive(Debug, Clone)]
 pub struct RegistryClient {
     http: reqwest::blocking::Client,
+    limits: Limits,
 }
 
 impl RegistryClient {
-    /// A client with short timeouts.
+    /// A client with the default [`Limits`].
     pub fn new() -> Result<Self, reqwest::Error> {
+        Self::with_limits(Limits::default())
+    }
+
+    /// A client with `limits`: connect and read timeouts, packuments read with the JSON size cap,
+    /// tarballs with the download size cap.
+    pub fn with_limits(limits: Limits) -> Result<Self, reqwest::Error> {
+        // A blocking client applies `timeout` to the response head and to each read of the body.
         let http = reqwest::blocking::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(Duration::from_secs(120))
+            .connect_timeout(limits.connect_timeout)
+            .timeout(limits.read_timeout)
             .user_agent(concat!("agentpack/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        Ok(Self { http })
+        Ok(Self { http, limits })
+    }
+
+    /// The limits this client applies.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// The packument of `name` on `registry`.
@@ -144,7 +159,27 @@ impl RegistryClient {
                 status: status.as_u16(),
             });
         }
-        response.json().map_err(|e| RegistryError::BadAnswer {
+        let cap = LimitExceeded::new(
+            &self.limits,
+            LimitKind::JsonSize,
+            format!("the npm registry's answer for `{name}` ({url})"),
+            format!(
+                "is larger than {}",
+                self.limits.describe(LimitKind::JsonSize)
+            ),
+        );
+        let bytes =
+            limits::read_capped(response, self.limits.max_json_bytes, cap).map_err(|e| {
+                match LimitExceeded::find(&e) {
+                    Some(limit) => RegistryError::Limit(limit.clone()),
+                    None => RegistryError::BadAnswer {
+                        registry: registry.to_owned(),
+                        package: name.to_owned(),
+                        message: e.to_string(),
+                    },
+                }
+            })?;
+        serde_json::from_slice(&bytes).map_err(|e| RegistryError::BadAnswer {
             registry: registry.to_owned(),
             package: name.to_owned(),
             message: e.to_string(),
@@ -171,7 +206,27 @@ impl RegistryClient {
         if !response.status().is_success() {
             return Err(err(format!("status {}", response.status().as_u16())));
         }
-        Ok(response.bytes().map_err(|e| err(e.to_string()))?.to_vec())
+        let cap = LimitExceeded::new(
+            &self.limits,
+            LimitKind::DownloadSize,
+            format!("the download of {url}"),
+            format!(
+                "is larger than {}",
+                self.limits.describe(LimitKind::DownloadSize)
+            ),
+        );
+        if response
+            .content_length()
+            .is_some_and(|length| length > self.limits.max_download_bytes)
+        {
+            return Err(RegistryError::Limit(cap));
+        }
+        limits::read_capped(response, self.limits.max_download_bytes, cap).map_err(|e| {
+            match LimitExceeded::find(&e) {
+                Some(limit) => RegistryError::Limit(limit.clone()),
+                None => err(e.to_string()),
+            }
+        })
     }
 }
 
@@ -263,6 +318,49 @@ mod tests {
         assert_eq!(registry_for(&env, Some("http://e")), "http://s");
         env.insert("npm_config_registry".to_owned(), "${REG}".to_owned());
         assert_eq!(registry_for(&env, Some("http://e")), "http://e");
+    }
+
+    #[test]
+    fn endless_packuments_and_tarballs_stop_at_their_caps() {
+        use agentpack_test_support::hostile_server::{HostileServer, Hostility};
+        let limits = Limits {
+            max_json_bytes: 256 * 1024,
+            max_download_bytes: 512 * 1024,
+            ..Limits::default()
+        };
+        let client = RegistryClient::with_limits(limits).unwrap();
+        let json = HostileServer::start(Hostility::EndlessJson);
+        let error = client.packument(&json.url(), "endless").unwrap_err();
+        assert!(
+            matches!(&error, RegistryError::Limit(limit) if limit.kind == LimitKind::JsonSize),
+            "{error}"
+        );
+        assert!(
+            error.to_string().contains("AGENTPACK_MAX_JSON_SIZE"),
+            "{error}"
+        );
+        let body = HostileServer::start(Hostility::EndlessTarball);
+        let url = format!("{}/repos/o/r/tarball/x", body.url());
+        let error = client.download(&url).unwrap_err();
+        assert!(
+            matches!(&error, RegistryError::Limit(limit) if limit.kind == LimitKind::DownloadSize),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_stalled_registry_fails_after_the_read_timeout() {
+        use agentpack_test_support::hostile_server::{HostileServer, Hostility};
+        let limits = Limits {
+            read_timeout: std::time::Duration::from_millis(300),
+            ..Limits::default()
+        };
+        let client = RegistryClient::with_limits(limits).unwrap();
+        let stall = HostileServer::start(Hostility::StallTarball);
+        let started = std::time::Instant::now();
+        let url = format!("{}/repos/o/r/tarball/x", stall.url());
+        assert!(client.download(&url).is_err());
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
     }
 
     #[test]

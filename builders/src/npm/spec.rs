@@ -127,11 +127,15 @@ pub fn classify(command: Option<&str>, args: &[String], url: Option<&str>) -> La
     }
 }
 
+/// The first argument after `skip` that is not a flag, nor a credential a flag names (`uvx
+/// --api-key KEY pkg` requests `pkg`, and `KEY` must never reach `pack.lock`).
 fn first_positional(args: &[String], skip: usize) -> Option<String> {
+    let credentials = agentpack_harness::credentials::credential_args(args);
     args.iter()
+        .enumerate()
         .skip(skip)
-        .find(|a| !a.starts_with('-'))
-        .cloned()
+        .find(|(index, a)| !a.starts_with('-') && !credentials.contains(index))
+        .map(|(_, a)| a.clone())
 }
 
 /// `docker run` flags that take a value.
@@ -311,6 +315,18 @@ pub fn parse_package_spec(spec: &str) -> Result<PackageRequest, String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_credential_flag_value_is_never_the_requested_package() {
+        let args: Vec<String> = ["--api-key", "sk-live-SENTINEL-123456", "mcp-retrieval"]
+            .iter()
+            .map(|a| (*a).to_owned())
+            .collect();
+        assert_eq!(
+            super::first_positional(&args, 0).as_deref(),
+            Some("mcp-retrieval")
+        );
+    }
     use super::*;
 
     fn args(list: &[&str]) -> Vec<String> {

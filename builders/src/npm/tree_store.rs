@@ -20,7 +20,6 @@
 // command on a cold path, so their size does not matter.
 #![allow(clippy::result_large_err)]
 
-use std::io::Read as _;
 use std::path::{Component, Path, PathBuf};
 
 use agentpack_store::{Store, StoreError, StorePath, StorePathName};
@@ -30,6 +29,7 @@ use super::exec_spec::{ExecSpec, ExecTreeEntry};
 use super::integrity::{self, IntegrityMismatch};
 use super::registry::{tarball_url, RegistryClient, RegistryError};
 use super::tree::{applies_on, node_platform, package_name_at, TREE_DIGEST_PREFIX};
+use crate::limits::{CappedReader, CountingReader, LimitExceeded, LimitKind, Limits, RatioGuard};
 
 /// The directory under the cache holding one pointer per tree digest.
 pub const NPM_TREES_DIR: &str = "npm-trees";
@@ -211,13 +211,13 @@ pub fn ensure_tree(
         .collect::<Result<_, TreeStoreError>>()?;
     let work = store.temp_dir()?;
     for (entry, bytes) in &tarballs {
-        unpack_tarball(bytes, &work.path().join(&entry.path)).map_err(|message| {
-            TreeStoreError::Unpack {
+        unpack_tarball_limited(bytes, &work.path().join(&entry.path), client.limits()).map_err(
+            |message| TreeStoreError::Unpack {
                 package: package_name_at(&entry.path).to_owned(),
                 version: entry.version.clone(),
                 message,
-            }
-        })?;
+            },
+        )?;
     }
     let label = format!(
         "npm-tree-{}-{}",
@@ -262,11 +262,37 @@ fn point_at(pointer: &Path, target: &Path) -> Result<(), TreeStoreError> {
 /// regular files and directories are written; links are skipped; a path with `..` or a root is
 /// an error.
 pub fn unpack_tarball(bytes: &[u8], dest: &Path) -> Result<(), String> {
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
+    unpack_tarball_limited(bytes, dest, &Limits::default())
+}
+
+/// [`unpack_tarball`] within `limits`: entries, unpacked bytes and the compression ratio (checked
+/// while decompressing); file contents are streamed to disk, never held whole in memory.
+pub fn unpack_tarball_limited(bytes: &[u8], dest: &Path, limits: &Limits) -> Result<(), String> {
+    let what = "the npm tarball";
+    let (counted, compressed) = CountingReader::new(bytes);
+    let guarded = RatioGuard::new(
+        flate2::read::GzDecoder::new(counted),
+        compressed,
+        *limits,
+        what,
+    );
+    let mut archive = tar::Archive::new(guarded);
     fs_err::create_dir_all(dest).map_err(|e| e.to_string())?;
     let entries = archive.entries().map_err(|e| e.to_string())?;
+    let mut entries_seen = 0u64;
+    let mut unpacked = 0u64;
     for entry in entries {
         let mut entry = entry.map_err(|e| e.to_string())?;
+        entries_seen += 1;
+        if entries_seen > limits.max_files {
+            return Err(LimitExceeded::new(
+                limits,
+                LimitKind::Files,
+                what,
+                format!("holds more than {} entries", limits.max_files),
+            )
+            .to_string());
+        }
         let kind = entry.header().entry_type();
         let raw = entry.path().map_err(|e| e.to_string())?.into_owned();
         let mut relative = PathBuf::new();
@@ -290,12 +316,27 @@ pub fn unpack_tarball(bytes: &[u8], dest: &Path) -> Result<(), String> {
                 fs_err::create_dir_all(parent).map_err(|e| e.to_string())?;
             }
             let executable = entry.header().mode().is_ok_and(|m| m & 0o111 != 0);
-            let mut content = Vec::new();
-            entry
-                .read_to_end(&mut content)
-                .map_err(|e| format!("{}: {e}", raw.display()))?;
             let _ = std::fs::remove_file(&target);
-            fs_err::write(&target, &content).map_err(|e| e.to_string())?;
+            let mut file = fs_err::File::create(&target).map_err(|e| e.to_string())?;
+            let room = limits.max_extracted_bytes.saturating_sub(unpacked);
+            let crossing = LimitExceeded::new(
+                limits,
+                LimitKind::ExtractedSize,
+                what,
+                format!(
+                    "unpacks to more than {} (at {})",
+                    limits.describe(LimitKind::ExtractedSize),
+                    raw.display()
+                ),
+            );
+            unpacked += std::io::copy(
+                &mut CappedReader::new(&mut entry, room, crossing),
+                &mut file,
+            )
+            .map_err(|e| match LimitExceeded::find(&e) {
+                Some(limit) => limit.to_string(),
+                None => format!("{}: {e}", raw.display()),
+            })?;
             use std::os::unix::fs::PermissionsExt as _;
             let mode = if executable { 0o755 } else { 0o644 };
             fs_err::set_permissions(&target, std::fs::Permissions::from_mode(mode))
@@ -309,4 +350,62 @@ pub fn unpack_tarball(bytes: &[u8], dest: &Path) -> Result<(), String> {
 /// The script `node` runs for a spec in a ready tree.
 pub fn bin_script(tree: &StorePath, spec: &ExecSpec) -> PathBuf {
     tree.path().join(spec.package_dir()).join(&spec.bin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    fn tarball(files: &[(&str, Vec<u8>)]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (name, bytes) in files {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(bytes.len() as u64);
+            header.set_mode(0o644);
+            header.set_cksum();
+            builder
+                .append_data(&mut header, format!("package/{name}"), bytes.as_slice())
+                .unwrap();
+        }
+        let tar = builder.into_inner().unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(&tar).unwrap();
+        gz.finish().unwrap()
+    }
+
+    #[test]
+    fn npm_tarballs_are_unpacked_within_the_limits() {
+        let dir = tempfile::tempdir().unwrap();
+        let bomb = tarball(&[("zeros.bin", vec![0u8; 16 << 20])]);
+        let error =
+            unpack_tarball_limited(&bomb, &dir.path().join("a"), &Limits::default()).unwrap_err();
+        assert!(error.contains("AGENTPACK_MAX_COMPRESSION_RATIO"), "{error}");
+        let many: Vec<(String, Vec<u8>)> = (0..50)
+            .map(|i| (format!("f{i}.js"), b"x".to_vec()))
+            .collect();
+        let many: Vec<(&str, Vec<u8>)> =
+            many.iter().map(|(n, b)| (n.as_str(), b.clone())).collect();
+        let limits = Limits {
+            max_files: 10,
+            ..Limits::default()
+        };
+        let error =
+            unpack_tarball_limited(&tarball(&many), &dir.path().join("b"), &limits).unwrap_err();
+        assert!(error.contains("AGENTPACK_MAX_FILES"), "{error}");
+        let limits = Limits {
+            max_extracted_bytes: 1000,
+            ..Limits::default()
+        };
+        let big = tarball(&[("a.js", vec![b'a'; 4000])]);
+        let error = unpack_tarball_limited(&big, &dir.path().join("c"), &limits).unwrap_err();
+        assert!(error.contains("AGENTPACK_MAX_EXTRACTED_SIZE"), "{error}");
+        unpack_tarball_limited(
+            &tarball(&[("index.js", b"ok".to_vec())]),
+            &dir.path().join("d"),
+            &Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(std::fs::read(dir.path().join("d/index.js")).unwrap(), b"ok");
+    }
 }

@@ -10,7 +10,9 @@ use std::process::ExitCode;
 
 use agentpack_builders::github::RepoId;
 use agentpack_builders::plugin_add::resolve_plugin;
-use agentpack_lockfile::{parse_spec, Dependency, ManifestDocument, ModuleId, PackageSpec, Pin};
+use agentpack_lockfile::{
+    parse_spec, CommitSha, Dependency, GithubSpec, ManifestDocument, ModuleId, PackageSpec, Pin,
+};
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
 
@@ -149,6 +151,7 @@ fn dependency_for(
     Ok(match spec {
         PackageSpec::Github(github) => {
             let pin = Pin::from_reference(github.reference.as_deref())?;
+            let pin = full_commit_pin(project, &github, pin)?;
             (github.module, Dependency::Remote(pin))
         }
         PackageSpec::Name { name, reference } => (
@@ -178,6 +181,48 @@ fn dependency_for(
             (module, Dependency::Path(relative_to(&project.root, &dir)))
         }
     })
+}
+
+/// A short commit (`owner/repo@340e33a`) as the `{ commit = "<full sha>" }` pin it means: saved
+/// as the string it was typed as, it would later read as a branch or tag name. A name GitHub does
+/// not resolve to a commit starting with it (a branch or tag such as `beef`) stays a name.
+fn full_commit_pin(project: &Project, github: &GithubSpec, pin: Pin) -> Result<Pin> {
+    let Some(name) = github.reference.as_deref() else {
+        return Ok(pin);
+    };
+    let hex = name.chars().all(|c| c.is_ascii_hexdigit());
+    let digits = name.chars().all(|c| c.is_ascii_digit());
+    // Hex with a letter reads as a name, all digits as an exact version (`=9586193`): a commit
+    // abbreviation the way git prints one is 7 digits or more.
+    let looks_short = match &pin {
+        Pin::Ref(_) => hex && (4..40).contains(&name.len()),
+        Pin::Version(_) => digits && (7..40).contains(&name.len()),
+        _ => false,
+    };
+    if !looks_short {
+        return Ok(pin);
+    }
+    let store = session::open_store(&project.home)?;
+    let session = session::github(&store)?;
+    let repo = RepoId::new(&github.owner, &github.repo);
+    let Ok(resolved) = session
+        .resolver()
+        .resolve_name(github.module.as_str(), &repo, name)
+    else {
+        // Resolution names the problem when the lock runs.
+        return Ok(pin);
+    };
+    if !resolved
+        .commit
+        .to_ascii_lowercase()
+        .starts_with(&name.to_ascii_lowercase())
+    {
+        return Ok(pin);
+    }
+    for warning in &resolved.warnings {
+        output::warn(warning);
+    }
+    Ok(Pin::Commit(CommitSha::parse(&resolved.commit)?))
 }
 
 /// A directory name as a dependency key: lowercase, other characters as `-`.

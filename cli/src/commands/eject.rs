@@ -4,7 +4,9 @@
 //! This module owns the I/O of eject: it syncs, reads the generation, checks the plan of
 //! [`agentpack_harness::eject`] against the project, and writes. It must never replace a file or a
 //! JSON or TOML setting that `.agentpack/eject/manifest.json` does not record, and it checks every
-//! one before it writes anything. `--remove` takes out exactly what the manifest records.
+//! one before it writes anything. `--remove` takes out exactly what the manifest records. It
+//! never writes a credential: a server whose `url` or argument holds one is refused, before any
+//! project file is written ([`agentpack_harness::eject::EjectPlan::refusals`]).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -127,6 +129,16 @@ fn plan_against_project(
     {
         plan.warnings
             .extend(eject::codex_secret_warnings(secret_config));
+    }
+    if !plan.refusals.is_empty() {
+        let mut message = String::from(
+            "eject wrote nothing: an MCP server's url or argument holds a credential, and eject writes no secret into the project",
+        );
+        for refusal in &plan.refusals {
+            message.push_str("\n  ");
+            message.push_str(refusal);
+        }
+        bail!(message);
     }
     let disk = Disk {
         root: &project.root,

@@ -83,17 +83,17 @@ fn run_sync_claude(ctx: &Context, args: &SyncClaudeArgs) -> Result<ExitCode> {
     }
     let text = !ctx.json && ctx.says();
     if text && actions.is_empty() {
-        output::info(".claude/skills and .agents/skills are in sync");
+        output::stdout(".claude/skills and .agents/skills are in sync\n")?;
     }
     let verb = if args.dry_run { "would " } else { "" };
     for action in &actions {
         if text {
-            output::info(&format!(
-                "{verb}{} {} -> {}",
+            output::stdout(&format!(
+                "{verb}{} {} -> {}\n",
                 action.action,
                 relative(&root, &action.from),
                 relative(&root, &action.to)
-            ));
+            ))?;
         }
         if action.removes.is_empty() {
             continue;
@@ -110,7 +110,7 @@ fn run_sync_claude(ctx: &Context, args: &SyncClaudeArgs) -> Result<ExitCode> {
         );
         if args.dry_run {
             if text {
-                output::info(&format!("  would remove {what}"));
+                output::stdout(&format!("  would remove {what}\n"))?;
             }
         } else {
             // Files taken out of an older copy are named even with --quiet or --json.
@@ -123,10 +123,10 @@ fn run_sync_claude(ctx: &Context, args: &SyncClaudeArgs) -> Result<ExitCode> {
         }
     }
     if let (true, Some(kept_in)) = (text, &kept_in) {
-        output::info(&format!(
-            "the replaced copies are kept in {}",
+        output::stdout(&format!(
+            "the replaced copies are kept in {}\n",
             kept_in.display()
-        ));
+        ))?;
     }
     if ctx.json {
         output::json(&Report {

@@ -72,10 +72,10 @@ pub fn run(ctx: &Context, args: &InitArgs) -> Result<ExitCode> {
     }
 
     if ctx.says() {
-        output::info(&format!(
-            "Created {MANIFEST_FILE} and {LOCK_FILE} for `{name}` in {}",
+        output::stdout(&format!(
+            "Created {MANIFEST_FILE} and {LOCK_FILE} for `{name}` in {}\n",
             root.display()
-        ));
+        ))?;
     }
     Ok(ExitCode::SUCCESS)
 }

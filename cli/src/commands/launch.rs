@@ -3,9 +3,11 @@
 //!
 //! One launch resolves the mode's pointer once and uses that generation throughout, so a sync that
 //! switches the pointer while the agent runs does not change what it sees. When the manifest, the
-//! lock, `./.agents/`, the mode, the target and the cache entries' metadata are unchanged since the
-//! last full sync of this launcher (the fingerprint in `$AGENTPACK_HOME/projects/<hash>/launch/`),
-//! nothing is staged; `AGENTPACK_FULL_VERIFY=1` always takes the full sync.
+//! lock, `./.agents/`, the mode, the target, the cache slots (their links into the immutable store)
+//! and the path packages' sources are unchanged since the last full sync of this launcher (the
+//! fingerprint in `$AGENTPACK_HOME/projects/<hash>/launch/`, see [`fingerprint_inputs`], which a
+//! bare sync's fast path shares), nothing is staged; `AGENTPACK_FULL_VERIFY=1` always takes the
+//! full sync.
 //!
 //! The agent runs as a child, not through `exec`, so the launcher can release its lease when the
 //! agent exits; the child's pid is leased too, so the generation stays protected if the launcher is
@@ -43,12 +45,14 @@ pub struct LaunchArgs {
     pub args: Vec<OsString>,
 }
 
-/// Variables the launcher reads for binary paths and the home layers.
-const BRIDGED: [&str; 4] = [
+/// Variables the launcher reads for binary paths and the home layers (a layer does not override
+/// one the user set, such as OpenCode's lsp tool switch).
+const BRIDGED: [&str; 5] = [
     "CURSOR_DATA_DIR",
     "CARGO_HOME",
     "RUSTUP_HOME",
     "DOCKER_CONFIG",
+    agentpack_harness::home_layer::OPENCODE_LSP_TOOL_VAR,
 ];
 
 /// Runs `agent` with `args`.
@@ -143,6 +147,12 @@ fn launch_with_lease(
     for warning in &prepared.warnings {
         output::warn(warning);
     }
+    if prepared.mirror_reused {
+        tracing::debug!(
+            "home layer: already mirrors {}, not re-mirrored",
+            staged.generation.display()
+        );
+    }
     retired_homes::retire(ctx, store, staged, retired_homes::Reach::ThisProject);
     let settings = if agent == Agent::Claude {
         let file = launch::claude_bundle(&staged.generation).join("agentpack-settings.json");
@@ -156,7 +166,7 @@ fn launch_with_lease(
     } else {
         None
     };
-    let command = launch::build_command(&LaunchRequest {
+    let mut command = launch::build_command(&LaunchRequest {
         agent,
         program: program.to_path_buf(),
         generation: &staged.generation,
@@ -166,6 +176,19 @@ fn launch_with_lease(
         workspace: &workspace,
         claude_settings: settings.as_deref(),
     });
+    // `--proxy`: started after staging, so a failed sync starts nothing; stopped (and its log
+    // lines flushed) once the agent has exited, or when this function returns early.
+    let proxy = if ctx.proxy {
+        Some(start_proxy(ctx, staged)?)
+    } else {
+        None
+    };
+    if let Some(proxy) = &proxy {
+        command.env.insert(
+            EnvVars::ANTHROPIC_BASE_URL.to_string(),
+            proxy.base_url().into(),
+        );
+    }
     let mut child_lease = None;
     let code = launch::run_child(&command, &ctx.cwd, |pid| {
         if let Some(path) = store_path {
@@ -179,6 +202,9 @@ fn launch_with_lease(
         }
     })
     .with_context(|| format!("cannot start {}", command.program.display()))?;
+    if let Some(proxy) = proxy {
+        proxy.stop();
+    }
     if let Some(lease) = &child_lease {
         let _ = store.release_lease(lease);
     }
@@ -186,6 +212,25 @@ fn launch_with_lease(
         output::warn(&format!("{error}"));
     }
     Ok(code)
+}
+
+/// Starts the Claude diagnostics proxy (`--proxy`) with its log under the project's state
+/// directory unless `AGENTPACK_PROXY_LOG_DIR` says otherwise, and says where it logs.
+fn start_proxy(ctx: &Context, staged: &Staged) -> Result<crate::proxy::RunningProxy> {
+    let config = crate::proxy::ProxyConfig::from_lookup(
+        &|name| env::var(name),
+        staged.state_dir.join("proxy-logs"),
+    )?;
+    let upstream = config.describe_upstream();
+    let proxy = crate::proxy::start(config).context("cannot start the Claude proxy")?;
+    if ctx.verbosity != crate::context::Verbosity::Quiet {
+        output::info(&format!(
+            "Claude API proxy on {} forwarding to {upstream}; log: {}",
+            proxy.base_url(),
+            proxy.log_path().display()
+        ));
+    }
+    Ok(proxy)
 }
 
 /// The agent's secret layer for this launch: the recorded layer keeps secret templates as
@@ -248,35 +293,42 @@ fn mode_name(ctx: &Context) -> String {
     ctx.mode.clone().unwrap_or_else(|| "default".to_string())
 }
 
-fn fingerprint_inputs(
+/// What the fast paths (a launcher's, and a bare sync's when `agent` is `None`) fingerprint: the
+/// manifest, the lock, the overlay of `workspace` and eject's record there, the mode, the
+/// toggles, the generation, every cache slot of the lock (its link and store path, never its
+/// files) and the directories path and `local/` packages are copied from (walked).
+pub(crate) fn fingerprint_inputs(
     ctx: &Context,
-    agent: Agent,
+    agent: Option<Agent>,
     project_root: &Path,
+    workspace: &Path,
     agentpack_home: &Path,
     generation: &Path,
     parsed_lock: Option<&agentpack_lockfile::Lockfile>,
-) -> fingerprint::FingerprintInputs {
+) -> (fingerprint::FingerprintInputs, fingerprint::ExtraInputs) {
     let lock = project_root.join(LOCK_FILE);
     let cache = agentpack_home.join("cache");
-    // Cache entries of the lock, then the source directories of path dependencies (re-copied on
-    // every sync, so their edits must end the fast path too).
-    let mut cache_entries: Vec<PathBuf> = parsed_lock
-        .map(|l| {
-            l.packages
-                .iter()
-                .map(|p| cache.join(p.cache_key.as_str()))
-                .collect()
-        })
+    let packages = parsed_lock
+        .map(|l| l.packages.as_slice())
         .unwrap_or_default();
-    if let Ok(manifest) =
-        agentpack_lockfile::manifest::Manifest::load(&project_root.join(MANIFEST_FILE))
-    {
-        for dependency in manifest.dependencies.values() {
-            if let agentpack_lockfile::manifest::Dependency::Path(dir) = dependency {
-                cache_entries.push(project_root.join(dir));
+    let cache_entries: Vec<PathBuf> = packages
+        .iter()
+        .map(|p| cache.join(p.cache_key.as_str()))
+        .collect();
+    // Path packages and `local/` mirrors are copied again by every sync: their edits end the
+    // fast path too.
+    let source_dirs: Vec<PathBuf> = packages
+        .iter()
+        .filter_map(|p| {
+            if let Some(dir) = p.url.strip_prefix("path:") {
+                Some(project_root.join(dir))
+            } else {
+                p.url.strip_prefix("local:").map(|spec| {
+                    agentpack_builders::local_package::local_mirror_dir(agentpack_home, spec)
+                })
             }
-        }
-    }
+        })
+        .collect();
     let dot_agents = env::var(EnvVars::AGENTPACK_DOT_AGENTS).as_deref() != Some("0");
     let exe = std::env::current_exe().unwrap_or_default();
     let exe_stamp = fs_err::metadata(&exe)
@@ -284,12 +336,12 @@ fn fingerprint_inputs(
         .and_then(|m| m.modified().ok())
         .map(|t| format!("{t:?}"))
         .unwrap_or_default();
-    fingerprint::FingerprintInputs {
-        agent,
+    let inputs = fingerprint::FingerprintInputs {
+        agent: agent.unwrap_or(Agent::Claude),
         mode: mode_name(ctx),
         manifest: project_root.join(MANIFEST_FILE),
         lock,
-        overlay: dot_agents.then(|| project_root.join(".agents")),
+        overlay: dot_agents.then(|| workspace.join(".agents")),
         generation: generation.to_path_buf(),
         cache_entries,
         toggles: vec![
@@ -309,7 +361,13 @@ fn fingerprint_inputs(
             ),
             format!("exe={} {exe_stamp}", exe.display()),
         ],
-    }
+    };
+    let extra = fingerprint::ExtraInputs {
+        all_agents: agent.is_none(),
+        source_dirs,
+        files: vec![workspace.join(agentpack_harness::eject::MANIFEST_PATH)],
+    };
+    (inputs, extra)
 }
 
 /// The staged state of the last full sync, when nothing visible changed since.
@@ -340,17 +398,23 @@ fn fast_path(ctx: &Context, agent: Agent) -> Result<Option<Staged>> {
         return Ok(None);
     }
     let lock = agentpack_lockfile::Lockfile::load(&canonical.join(LOCK_FILE)).ok();
-    let inputs = fingerprint_inputs(
+    let (inputs, extra) = fingerprint_inputs(
         ctx,
-        agent,
+        Some(agent),
+        &canonical,
         &canonical,
         &home.root,
         &record.generation,
         lock.as_ref(),
     );
-    if fingerprint::compute(&inputs) != record.fingerprint {
+    if fingerprint::compute_extended(&inputs, &extra) != record.fingerprint {
+        tracing::debug!("launch fast path declined: inputs changed since the last full sync");
         return Ok(None);
     }
+    tracing::debug!(
+        "launch fast path: inputs unchanged, using {}",
+        record.generation.display()
+    );
     // A lock without content hashes is reported on every launch, and refused by a full sync
     // when AGENTPACK_REQUIRE_VERIFIED is set.
     if let Some(lock) = &lock {
@@ -375,6 +439,7 @@ fn fast_path(ctx: &Context, agent: Agent) -> Result<Option<Staged>> {
         generation: record.generation,
         state_dir: record.state_dir,
         secrets: BTreeMap::from([(agent, secrets)]),
+        package_warnings: Vec::new(),
     }))
 }
 
@@ -382,9 +447,10 @@ fn fast_path(ctx: &Context, agent: Agent) -> Result<Option<Staged>> {
 fn record_fast_path(ctx: &Context, agent: Agent, staged: &Staged) -> Result<()> {
     let canonical = fs_err::canonicalize(&staged.project_root)?;
     let lock = agentpack_lockfile::Lockfile::load(&canonical.join(LOCK_FILE)).ok();
-    let inputs = fingerprint_inputs(
+    let (inputs, extra) = fingerprint_inputs(
         ctx,
-        agent,
+        Some(agent),
+        &canonical,
         &canonical,
         &staged.agentpack_home,
         &staged.generation,
@@ -397,7 +463,7 @@ fn record_fast_path(ctx: &Context, agent: Agent, staged: &Staged) -> Result<()> 
         .unwrap_or_default();
     let record = FastPathRecord {
         version: 1,
-        fingerprint: fingerprint::compute(&inputs),
+        fingerprint: fingerprint::compute_extended(&inputs, &extra),
         project_root: canonical,
         project_hash: staged.project_hash.clone(),
         agentpack_home: staged.agentpack_home.clone(),
@@ -414,7 +480,7 @@ fn record_fast_path(ctx: &Context, agent: Agent, staged: &Staged) -> Result<()> 
     write_private(&path, &bytes)
 }
 
-fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
     use fs_err::os::unix::fs::OpenOptionsExt as _;
     use std::io::Write as _;
     let dir = path.parent().context("a record path has a parent")?;

@@ -95,7 +95,16 @@ pub fn run_update(ctx: &Context, args: &UpdateArgs) -> Result<ExitCode> {
     save(ctx, &project, &outcome.lock)?;
     if !args.no_sync {
         match sync::run_sync(ctx, &project, &SyncOptions::default()) {
-            Ok(staged) => sync::tidy_after_sync(ctx, &project, &staged)?,
+            Ok(staged) => {
+                sync::tidy_after_sync(ctx, &project, &staged)?;
+                if ctx.says() {
+                    output::info(&format!(
+                        "Staged mode `{}` at {}",
+                        sync::mode_name(ctx),
+                        staged.pointer.display()
+                    ));
+                }
+            }
             Err(err) => {
                 snapshot.restore();
                 return Err(err);
@@ -136,6 +145,7 @@ pub fn relock(
         fetcher: &github.fetcher,
         store: store.as_ref(),
         progress: Some(&name_each),
+        keep_unhashed: false,
     };
     let ticker = output::Ticker::start(ctx, "resolving");
     let outcome = resolve(manifest, old, policy, &env);
@@ -149,6 +159,7 @@ pub fn relock(
             output::info(&change.to_string());
         }
     }
+    sync::say_mirrored(ctx, &outcome.lock, &project.home.root);
     session::flush_store_warnings(&store);
     Ok(outcome)
 }

@@ -6,7 +6,8 @@
 //! files and syncs unless `--no-sync`, putting both files back if any step fails. `add` refuses a
 //! name `./.agents/mcp.json` defines (merged last, it would shadow the added server). `list` reads
 //! only: the servers the generation merges, each with its lock status against its definition.
-//! Nothing here prints an env value, a header or an OAuth setting.
+//! Nothing here prints an env value, a header or an OAuth setting, a URL's userinfo (`***`) or an
+//! argument that holds a credential (`***`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,6 +15,7 @@ use std::process::ExitCode;
 
 use agentpack_builders::generation::{merged_mcp_servers, GenerationInputs, LockedPackageInput};
 use agentpack_builders::mcp_lock::{self, definition_digest, McpLockOptions};
+use agentpack_harness::credentials::redact_url_userinfo;
 use agentpack_harness::mcp::McpSource;
 use agentpack_harness::{MergedServer, ModeFilter};
 use agentpack_lockfile::{
@@ -113,6 +115,8 @@ pub fn lock_options(
         tolerate_unreachable,
         npm: find_on_path("npm"),
         environment_registry: NPM_CONFIG_REGISTRY.iter().find_map(|name| env::var(name)),
+        // An unusable limit variable is reported by the GitHub session of the same command.
+        limits: env::limits().unwrap_or_default(),
     }
 }
 
@@ -436,6 +440,22 @@ fn lock_status(lock: &Lockfile, server: &MergedServer) -> &'static str {
     }
 }
 
+/// `args` as `mcp list` shows them: each one that holds a credential
+/// ([`agentpack_harness::credentials::credential_args`]) as `***`.
+fn shown_args(args: &[String]) -> Vec<String> {
+    let credentials = agentpack_harness::credentials::credential_args(args);
+    args.iter()
+        .enumerate()
+        .map(|(index, arg)| {
+            if credentials.contains(&index) {
+                "***".to_owned()
+            } else {
+                arg.clone()
+            }
+        })
+        .collect()
+}
+
 /// Every merged server with its definition, provenance and lock status.
 fn listed_servers(lock: &Lockfile, servers: &[MergedServer]) -> Vec<ListedServer> {
     let mut out: Vec<ListedServer> = servers
@@ -452,8 +472,8 @@ fn listed_servers(lock: &Lockfile, servers: &[MergedServer]) -> Vec<ListedServer
                 file,
                 server_type: s.server.server_type.clone(),
                 command: s.server.command.clone(),
-                args: s.server.args.clone(),
-                url: s.server.url.clone(),
+                args: shown_args(&s.server.args),
+                url: s.server.url.as_deref().map(redact_url_userinfo),
                 cwd: s.server.cwd.clone(),
                 definition: definition_digest(&s.server),
                 lock: lock_status(lock, s),

@@ -14,7 +14,7 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use agentpack_builders::npm::prepare_exec;
+use agentpack_builders::npm::prepare_exec_with_limits;
 use agentpack_store::LeaseOptions;
 use anyhow::{Context as _, Result};
 
@@ -52,7 +52,7 @@ pub fn run(_ctx: &Context, args: &McpExecArgs) -> Result<ExitCode> {
         None => Home::from_env()?,
     };
     let store = session::open_store(&home)?;
-    let plan = prepare_exec(&store, &args.spec)?;
+    let plan = prepare_exec_with_limits(&store, &args.spec, &crate::env::limits()?)?;
     // A lease for this pid, which the server keeps after `exec`: GC leaves the tree alone while the
     // server runs, and the lease goes stale when it exits.
     store

@@ -3,6 +3,7 @@
 pub mod add;
 mod completion;
 pub mod eject;
+pub mod env;
 pub mod extra;
 pub mod hook_exec;
 mod init;
@@ -11,7 +12,10 @@ pub mod lock;
 pub mod mcp;
 pub mod mcp_exec;
 pub mod mode;
+pub mod mode_tui;
+pub mod preflight;
 pub mod retired_homes;
+mod rollback_record;
 pub mod store;
 pub mod sync;
 
@@ -26,9 +30,16 @@ use crate::context::Context;
 /// Runs one parsed command line.
 pub fn run(cli: Cli) -> Result<ExitCode> {
     let ctx = Context::new(&cli.global)?;
+    if ctx.proxy && !matches!(cli.command, Command::Claude(_)) {
+        anyhow::bail!(
+            "--proxy works only with Claude Code: the diagnostics proxy speaks the Anthropic API\n  fix  run `agentpack --proxy claude`, or drop --proxy"
+        );
+    }
     // Commands that write the manifest, the lock or the staging pointers run one at a time per
     // project (launchers lock only while they stage: see `sync::stage_for_launch`).
     let _project_lock = match cli.command {
+        // The editor can stay open for long: it locks only while it saves.
+        Command::Mode(ref args) if matches!(args.command, mode::ModeCommand::Tui) => None,
         Command::Add(_)
         | Command::Remove(_)
         | Command::Lock(_)
@@ -39,6 +50,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         | Command::Mcp(_)
         | Command::Eject(_)
         | Command::Extra(_) => lock_project(&ctx)?,
+        Command::Env(ref args) if matches!(args.command, env::EnvCommand::Restore) => {
+            lock_project(&ctx)?
+        }
         _ => None,
     };
     match cli.command {
@@ -48,6 +62,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Lock(args) => lock::run_lock(&ctx, &args),
         Command::Update(args) => lock::run_update(&ctx, &args),
         Command::Sync(args) => sync::run(&ctx, &args),
+        // Pure: takes no project lock and writes nothing.
+        Command::Preflight(args) => preflight::run(&ctx, &args),
         Command::Mode(args) => mode::run(&ctx, &args),
         Command::Rollback(args) => mode::run_rollback(&ctx, &args),
         Command::Gc(args) => store::run_gc(&ctx, &args),
@@ -63,6 +79,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Eject(args) => eject::run(&ctx, &args),
         Command::Extra(args) => extra::run(&ctx, &args),
         Command::HookExec(args) => hook_exec::run(&args),
+        Command::Env(args) => env::run(&ctx, &args),
         Command::Completion(args) => completion::run(&args),
     }
 }

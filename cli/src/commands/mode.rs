@@ -64,6 +64,8 @@ pub enum ModeCommand {
     Disable { name: String, selector: String },
     /// Delete a mode (`default` is reserved).
     Delete { name: String },
+    /// Edit the modes in a terminal editor.
+    Tui,
 }
 
 #[derive(Debug, Serialize)]
@@ -75,6 +77,9 @@ struct ModeView {
 }
 
 pub fn run(ctx: &Context, args: &ModeArgs) -> Result<ExitCode> {
+    if let ModeCommand::Tui = args.command {
+        return crate::commands::mode_tui::run(ctx);
+    }
     let project = Project::discover(ctx)?;
     match &args.command {
         ModeCommand::List | ModeCommand::Show { .. } => {
@@ -150,7 +155,9 @@ pub fn run(ctx: &Context, args: &ModeArgs) -> Result<ExitCode> {
                     document.delete_mode(name)?;
                     format!("Deleted mode `{name}`")
                 }
-                ModeCommand::List | ModeCommand::Show { .. } => unreachable!("handled above"),
+                ModeCommand::List | ModeCommand::Show { .. } | ModeCommand::Tui => {
+                    unreachable!("handled above")
+                }
             };
             // Validate the whole edited manifest before writing it.
             document.to_manifest()?;
@@ -158,17 +165,8 @@ pub fn run(ctx: &Context, args: &ModeArgs) -> Result<ExitCode> {
                 &project.manifest_path,
                 document.to_string().as_bytes(),
             )?;
-            // A deleted mode's pointer would stay a GC root for its last generation: it goes too
-            // (the store paths themselves are for `agentpack gc`).
             if let ModeCommand::Delete { name } = &args.command {
-                let mode_dir = keys::mode_dir_component(name);
-                let pointer = ModePointer::new(&project.staging_root, &mode_dir);
-                let store = session::open_store(&project.home)?;
-                store.remove_generation_history(&history_name(&project, &mode_dir))?;
-                if std::fs::symlink_metadata(pointer.path()).is_ok_and(|m| m.is_symlink()) {
-                    store.remove_indirect_root(pointer.path())?;
-                    fs_err::remove_file(pointer.path())?;
-                }
+                forget_mode_generations(&project, name)?;
                 if ctx.says() {
                     output::info(&format!("{said}; `agentpack gc` removes its generations"));
                 }
@@ -178,6 +176,20 @@ pub fn run(ctx: &Context, args: &ModeArgs) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// After a mode is deleted: its pointer would stay a GC root for its last generation, so it and
+/// the mode's generation history go (the store paths themselves are for `agentpack gc`).
+pub(crate) fn forget_mode_generations(project: &Project, name: &str) -> Result<()> {
+    let mode_dir = keys::mode_dir_component(name);
+    let pointer = ModePointer::new(&project.staging_root, &mode_dir);
+    let store = session::open_store(&project.home)?;
+    store.remove_generation_history(&history_name(project, &mode_dir))?;
+    if std::fs::symlink_metadata(pointer.path()).is_ok_and(|m| m.is_symlink()) {
+        store.remove_indirect_root(pointer.path())?;
+        fs_err::remove_file(pointer.path())?;
+    }
+    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -274,6 +286,14 @@ pub fn run_rollback(ctx: &Context, args: &RollbackArgs) -> Result<ExitCode> {
     };
     store.add_generation_root(&history_name(&project, &mode_dir), &path)?;
     pointer.switch_to(path.path())?;
+    // The rollback stays selected until the inputs change or a sync is asked for.
+    crate::commands::rollback_record::record(
+        &project.state_dir(),
+        &project.root,
+        &name,
+        &mode_dir,
+        path.path(),
+    )?;
     output::info(&format!(
         "Mode `{name}` now uses generation {} ({} back)",
         path.name().as_str(),

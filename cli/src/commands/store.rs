@@ -63,22 +63,15 @@ pub fn run_gc(ctx: &Context, args: &GcArgs) -> Result<ExitCode> {
         },
     )?;
     session::flush_store_warnings(&store);
+    // What could not be removed (another user's files in a shared store, a failed removal) is said on
+    // stderr with the remedy, in both output modes; `--json` lists it in `not_removed`.
+    for warning in &report.warnings {
+        output::warn(warning);
+    }
     if ctx.json {
         output::json(&report)?;
     } else {
-        let verb = if report.dry_run {
-            "would remove"
-        } else {
-            "removed"
-        };
-        output::stdout(&format!(
-            "{verb} {} store path(s) and {} blob(s), {} generation(s) pruned, {} freed; kept {} store path(s)\n",
-            report.store_paths_removed.len(),
-            report.blobs_removed,
-            report.generations_pruned,
-            human_bytes(report.bytes_freed),
-            report.store_paths_kept,
-        ))?;
+        output::stdout(&gc_summary(&report))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -155,11 +148,17 @@ fn verify_store(ctx: &Context, store: &agentpack_store::Store, repair: bool) -> 
         for name in &report.missing_metadata {
             output::stdout(&format!("no metadata   {name}\n"))?;
         }
+        for name in &report.missing_paths {
+            output::stdout(&format!("missing path  {name}\n"))?;
+        }
         for name in &report.repaired {
             output::stdout(&format!("repaired      {name}\n"))?;
         }
         for name in &report.unrepairable {
             output::stdout(&format!("removed       {name} (no good copy was left)\n"))?;
+        }
+        for item in &report.not_repaired {
+            output::stdout(&format!("not repaired  {item}\n"))?;
         }
     }
     if damaged {
@@ -180,6 +179,36 @@ fn verify_store(ctx: &Context, store: &agentpack_store::Store, repair: bool) -> 
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The one-line summary of a GC: only what really went is counted (`--dry-run`: what would go).
+fn gc_summary(report: &agentpack_store::GcReport) -> String {
+    let verb = if report.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    let stayed = if report.not_removed.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} unused item(s) {} (see the warnings above)",
+            report.not_removed.len(),
+            if report.dry_run {
+                "could not be removed by this user"
+            } else {
+                "were not removed"
+            }
+        )
+    };
+    format!(
+        "{verb} {} store path(s) and {} blob(s), {} generation(s) pruned, {} freed; kept {} store path(s){stayed}\n",
+        report.store_paths_removed.len(),
+        report.blobs_removed,
+        report.generations_pruned,
+        human_bytes(report.bytes_freed),
+        report.store_paths_kept,
+    )
 }
 
 fn human_bytes(bytes: u64) -> String {

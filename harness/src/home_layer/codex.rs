@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use super::codex_keychain::{self, KeychainError, SecurityCli, KEYCHAIN_SERVICE};
 use super::codex_state;
-use super::fsops::{self, ensure_symlink, io_error, mirror, write_file};
+use super::fsops::{self, ensure_symlink, io_error, write_file};
 use super::{HomeLayerError, HomeLayerRequest, PreparedHome};
 use crate::home;
 
@@ -38,6 +38,29 @@ pub fn codex_home_dir(
         }
     }
     Path::new("/var/tmp").join(tail)
+}
+
+/// The fallback `/var/tmp/ap-c/` is shared by every user of the machine: it is made like `/tmp`
+/// (1777: anyone may add their own private project directory, only its owner may remove it), never
+/// private to whoever launched Codex first.
+fn shared_fallback_base(home: &Path) -> Result<(), HomeLayerError> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let base = Path::new("/var/tmp/ap-c");
+    if !home.starts_with(base) {
+        return Ok(());
+    }
+    match std::fs::create_dir(base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io_error("create directory", base, e)),
+    }
+    let meta = std::fs::symlink_metadata(base).map_err(|e| io_error("inspect", base, e))?;
+    // Only its owner can fix the mode; anyone else finds out below, when creating their directory.
+    if meta.mode() & 0o7777 != 0o1777 && meta.uid() == nix::unistd::geteuid().as_raw() {
+        std::fs::set_permissions(base, std::fs::Permissions::from_mode(0o1777))
+            .map_err(|e| io_error("set permissions of", base, e))?;
+    }
+    Ok(())
 }
 
 /// The session history a Codex home links to its native place in `~/.codex` (directory or file).
@@ -187,6 +210,7 @@ pub(super) fn prepare(
         request.mode_dir,
         &request.generation_id(),
     );
+    shared_fallback_base(&home)?;
     fsops::private_dir(&home)?;
     if let Some(project_dir) = home.parent().and_then(Path::parent) {
         let marker = project_dir.join(".agentpack-project");
@@ -199,7 +223,8 @@ pub(super) fn prepare(
     let real = request.user.home.join(".codex");
 
     // Pack content, then the user's skills and themes where the pack has nothing.
-    mirror(&staged, &home, &["config.toml"])?;
+    prepared.mirror_reused =
+        !fsops::mirror_stamped(&staged, &home, &["config.toml"], request.generation)?;
     let user_skills = real.join("skills");
     for name in fsops::list_names(&user_skills) {
         if name == ".system" {

@@ -179,6 +179,31 @@ pub(crate) fn mirror(source: &Path, dest: &Path, skip: &[&str]) -> Result<(), Ho
     Ok(())
 }
 
+/// The file in a layer root that names the generation its pack content was mirrored from.
+pub(crate) const MIRROR_STAMP: &str = ".agentpack-mirrored-generation";
+
+/// [`mirror`], unless the stamp in `dest` ([`MIRROR_STAMP`]) says `generation` was mirrored there
+/// already: a generation is immutable, so a layer stamped with it holds its entries. Returns
+/// whether it mirrored. The stamp is written only after the mirror completed. The trade-off: an
+/// entry of the pack's that someone removed from the layer is not restored until the generation
+/// changes or the stamp is removed.
+pub(crate) fn mirror_stamped(
+    source: &Path,
+    dest: &Path,
+    skip: &[&str],
+    generation: &Path,
+) -> Result<bool, HomeLayerError> {
+    let stamp = dest.join(MIRROR_STAMP);
+    let mut expected = generation.as_os_str().as_encoded_bytes().to_vec();
+    expected.push(b'\n');
+    if fs::read(&stamp).is_ok_and(|bytes| bytes == expected) {
+        return Ok(false);
+    }
+    mirror(source, dest, skip)?;
+    write_file(&stamp, &expected, 0o600)?;
+    Ok(true)
+}
+
 /// The names in a directory, sorted; nothing when it does not exist.
 pub(crate) fn list_names(dir: &Path) -> Vec<OsString> {
     let mut names: Vec<OsString> = fs::read_dir(dir)
@@ -194,5 +219,30 @@ pub(crate) fn read_optional(path: &Path) -> Result<Option<String>, HomeLayerErro
         Ok(text) => Ok(Some(text)),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_error("read", path, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stamped_mirror_is_not_redone_for_the_same_generation() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("gen-a/codex-home");
+        fs::create_dir_all(source.join("skills/one")).unwrap();
+        fs::write(source.join("skills/one/SKILL.md"), "x").unwrap();
+        let dest = dir.path().join("layer");
+        let generation = dir.path().join("gen-a");
+        assert!(mirror_stamped(&source, &dest, &[], &generation).unwrap());
+        assert!(dest.join("skills/one/SKILL.md").is_file());
+        // Removed from the layer: the stamp still names the generation, so nothing is redone.
+        fs::remove_file(dest.join("skills/one/SKILL.md")).unwrap();
+        assert!(!mirror_stamped(&source, &dest, &[], &generation).unwrap());
+        assert!(!dest.join("skills/one/SKILL.md").exists());
+        // Another generation (or a stamp removed) mirrors again.
+        let other = dir.path().join("gen-b");
+        assert!(mirror_stamped(&source, &dest, &[], &other).unwrap());
+        assert!(dest.join("skills/one/SKILL.md").is_file());
     }
 }

@@ -13,7 +13,9 @@
 //!
 //! Pack content is hard-linked (else copied) or symlinked from the generation; the user's config is
 //! seeded (merged with the pure functions of [`crate::home`], or linked); secret-bearing config is
-//! written only here, 0600. Preparing is idempotent and takes milliseconds.
+//! written only here, 0600. Preparing is idempotent and takes milliseconds. A layer that mirrors the
+//! generation file by file (Codex, OpenCode) is stamped with the generation it mirrors and is not
+//! re-mirrored while the stamp matches (see [`fsops::mirror_stamped`]).
 //!
 //! This module writes only inside the layer, into the two documented workspace links (tracked by
 //! [`workspace_links`]), and the documented native paths: Codex's `sessions/`, `archived_sessions/`
@@ -41,6 +43,7 @@ use crate::plan::{Agent, SecretLayer};
 pub use codex::{codex_home_dir, ensure_codex_history, CODEX_SOCKET_SUFFIX, MAX_SOCKET_PATH};
 pub use codex_keychain::SecurityCli;
 pub use grok::save_grok_credentials;
+pub use opencode::LSP_TOOL_VAR as OPENCODE_LSP_TOOL_VAR;
 pub use prune::{layer_dirs, prune_layers, prune_orphan_codex_homes, DaemonPolicy, PruneReport};
 pub use workspace_links::{WorkspaceLink, WorkspaceLinks};
 
@@ -140,8 +143,9 @@ pub fn generation_id(generation: &Path) -> String {
         .unwrap_or_else(|| "current".to_string())
 }
 
-/// What preparing produced.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// What preparing produced. Two are equal when they pass the same on to the agent (root,
+/// environment, links, warnings); whether the mirror was reused is how, not what.
+#[derive(Debug, Clone, Default)]
 pub struct PreparedHome {
     /// The agent's home or config root in the layer (none for Claude Code and Antigravity).
     pub root: Option<PathBuf>,
@@ -150,6 +154,18 @@ pub struct PreparedHome {
     /// Workspace links made for this launch.
     pub workspace_links: Vec<WorkspaceLink>,
     pub warnings: Vec<String>,
+    /// The layer already mirrored this generation's pack content (its stamp said so), so nothing
+    /// was re-mirrored (Codex and OpenCode, whose layers mirror the generation file by file).
+    pub mirror_reused: bool,
+}
+
+impl PartialEq for PreparedHome {
+    fn eq(&self, other: &Self) -> bool {
+        self.root == other.root
+            && self.env == other.env
+            && self.workspace_links == other.workspace_links
+            && self.warnings == other.warnings
+    }
 }
 
 /// Prepares the layer of `request.agent` and returns what the launcher passes on. The workspace

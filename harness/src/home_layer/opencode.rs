@@ -6,11 +6,27 @@
 
 use std::path::Path;
 
-use super::fsops::{self, ensure_symlink, mirror, write_file};
+use super::fsops::{self, ensure_symlink, write_file};
 use super::{HomeLayerError, HomeLayerRequest, PreparedHome};
 use crate::home;
 
 const SEEDED: [&str; 5] = ["agents", "commands", "modes", "plugins", "skills"];
+
+/// The variable that gives the model OpenCode's lsp tool.
+pub const LSP_TOOL_VAR: &str = "OPENCODE_EXPERIMENTAL_LSP_TOOL";
+
+/// Whether the pack's `opencode.json` declares any language server.
+fn stages_language_servers(pack: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(pack)
+        .ok()
+        .and_then(|config| {
+            config
+                .get("lsp")
+                .and_then(|lsp| lsp.as_object())
+                .map(|lsp| !lsp.is_empty())
+        })
+        .unwrap_or(false)
+}
 
 pub(super) fn prepare(
     request: &HomeLayerRequest<'_>,
@@ -25,7 +41,8 @@ pub(super) fn prepare(
     }
     let root = request.layer_dir().join("opencode");
     fsops::private_dir(&root)?;
-    mirror(&staged, &root, &["opencode.json"])?;
+    prepared.mirror_reused =
+        !fsops::mirror_stamped(&staged, &root, &["opencode.json"], request.generation)?;
     let real = request.user.config_home().join("opencode");
     for dir in SEEDED {
         seed_dir(&real.join(dir), &root.join(dir))?;
@@ -53,6 +70,11 @@ pub(super) fn prepare(
     prepared
         .env
         .insert("OPENCODE_CONFIG_DIR".into(), root.clone().into_os_string());
+    // Staged language servers come with OpenCode's lsp tool (the conversion table), unless the
+    // user set the variable themselves.
+    if stages_language_servers(&pack) && !request.user.is_set(LSP_TOOL_VAR) {
+        prepared.env.insert(LSP_TOOL_VAR.into(), "true".into());
+    }
     prepared.root = Some(root);
     Ok(())
 }

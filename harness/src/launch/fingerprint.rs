@@ -2,11 +2,19 @@
 //! that can be checked without hashing package content.
 //!
 //! It covers the manifest's and the lock's bytes, the `./.agents/` tree's metadata, the mode, the
-//! target agent, the behaviour toggles, the generation path the pointer resolved to, and the
-//! metadata of every cache entry the lock names (each file's path, type, permission bits, size and
-//! modification time, the documented "Launches that skip the sync" contract). The launcher records
-//! it after a full sync and compares it on the next launch; any difference sends the launch through
-//! a full sync. Reading metadata is the only I/O.
+//! target agent, the behaviour toggles, the generation path the pointer resolved to, and the cache
+//! entries the lock names. A cache entry that links into the store (the store paths are immutable
+//! and named by their content) counts as its link target and the identity of that store path's
+//! root (device, inode, type and permission bits): nothing below it is read, so the cost is one
+//! `readlink` and one `stat` per package whatever its size. A file changed in place inside a store
+//! path is not noticed (that is what `AGENTPACK_FULL_VERIFY=1` and `sync --verify-only` are for);
+//! a slot relinked, a store path removed or re-created is. A cache entry that is a directory (an
+//! older layout) and every source directory ([`ExtraInputs::source_dirs`]: path packages and
+//! `$AGENTPACK_HOME/local/` mirrors, re-copied on every sync) are walked: each entry's path, type,
+//! permission bits, size and modification time (the documented "Launches that skip the sync"
+//! contract). The launcher and `sync` record it after a full sync and compare it on the next run;
+//! any difference sends the command through a full sync. Reading metadata (and the manifest, the
+//! lock and the [`ExtraInputs::files`]) is the only I/O.
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -31,6 +39,17 @@ pub struct FingerprintInputs {
     pub cache_entries: Vec<PathBuf>,
     /// Toggles that change staging (`AGENTPACK_KEEP_ATTRIBUTION=1`, `--yolo`...), as `name=value`.
     pub toggles: Vec<String>,
+}
+
+/// What [`compute_extended`] covers beyond [`FingerprintInputs`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExtraInputs {
+    /// The fingerprint is a bare sync's (every agent), not one launcher's: `agent` is left out.
+    pub all_agents: bool,
+    /// Mutable directories a sync copies packages from (path packages, `local/` mirrors): walked.
+    pub source_dirs: Vec<PathBuf>,
+    /// Files whose bytes change what is staged (eject's record of the files it wrote).
+    pub files: Vec<PathBuf>,
 }
 
 fn field(hasher: &mut Sha256, bytes: &[u8]) {
@@ -65,13 +84,50 @@ fn metadata_line(meta: &fs::Metadata) -> String {
     )
 }
 
-/// `root`, or where it points when it is a symbolic link (a cache slot): one `readlink`, not a full
-/// canonicalization, because the fast path runs it for every package on every launch.
-fn resolve_root(root: &Path) -> Option<PathBuf> {
-    match fs::read_link(root) {
-        Ok(target) if target.is_absolute() => Some(target),
-        Ok(target) => Some(root.parent().unwrap_or(Path::new("/")).join(target)),
-        Err(_) => root.symlink_metadata().ok().map(|_| root.to_path_buf()),
+/// `root` and its metadata, or where it points and that metadata when it is a symbolic link: one
+/// `lstat` (and one `readlink` for a link), not a full canonicalization, because the fast path runs
+/// it for every package on every launch and every no-op sync.
+fn resolve_root(root: &Path) -> Option<(PathBuf, fs::Metadata)> {
+    let meta = root.symlink_metadata().ok()?;
+    if !meta.file_type().is_symlink() {
+        return Some((root.to_path_buf(), meta));
+    }
+    let target = fs::read_link(root).ok()?;
+    let target = if target.is_absolute() {
+        target
+    } else {
+        root.parent().unwrap_or(Path::new("/")).join(target)
+    };
+    let meta = target.symlink_metadata().ok()?;
+    Some((target, meta))
+}
+
+/// A cache entry: a slot linking into the store counts as its target and the identity of the store
+/// path's root; anything else (a legacy slot directory) is walked.
+fn cache_entry(hasher: &mut Sha256, entry: &Path) {
+    let Ok(target) = fs::read_link(entry) else {
+        tree_metadata(hasher, entry, Cover::All);
+        return;
+    };
+    field(hasher, b"slot");
+    field(hasher, target.as_os_str().as_encoded_bytes());
+    let resolved = if target.is_absolute() {
+        target
+    } else {
+        entry.parent().unwrap_or(Path::new("/")).join(target)
+    };
+    match resolved.symlink_metadata() {
+        Ok(meta) => {
+            let kind = if meta.is_dir() { 'd' } else { 'o' };
+            let line = format!(
+                "{kind} {:o} {} {}",
+                meta.mode() & 0o7777,
+                meta.dev(),
+                meta.ino()
+            );
+            field(hasher, line.as_bytes());
+        }
+        Err(_) => field(hasher, b"missing"),
     }
 }
 
@@ -88,7 +144,7 @@ enum Cover {
 /// Hashes the metadata of every entry under `root` (the root itself followed when it is a link,
 /// nothing below followed).
 fn tree_metadata(hasher: &mut Sha256, root: &Path, cover: Cover) {
-    let Some(resolved) = resolve_root(root) else {
+    let Some((resolved, root_meta)) = resolve_root(root) else {
         if matches!(cover, Cover::All) {
             field(hasher, b"missing");
         }
@@ -97,30 +153,46 @@ fn tree_metadata(hasher: &mut Sha256, root: &Path, cover: Cover) {
     if matches!(cover, Cover::All) {
         field(hasher, resolved.as_os_str().as_encoded_bytes());
     }
+    let covered = |relative: &[u8], meta: &fs::Metadata| {
+        !(matches!(cover, Cover::Overlay)
+            && (meta.is_dir()
+                || (meta.is_symlink()
+                    && relative == crate::home_layer::AGY_OVERLAY_LINK.as_bytes())))
+    };
     let mut lines: Vec<(Vec<u8>, String)> = Vec::new();
-    for entry in walkdir::WalkDir::new(&resolved).follow_links(false) {
-        let Ok(entry) = entry else {
+    if covered(b"", &root_meta) {
+        lines.push((Vec::new(), metadata_line(&root_meta)));
+    }
+    // Each entry's metadata is read relative to its directory (`fstatat`), not by absolute path.
+    let mut pending = Vec::new();
+    if root_meta.is_dir() {
+        pending.push((resolved, Vec::new()));
+    }
+    while let Some((dir, prefix)) = pending.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else {
             field(hasher, b"unreadable");
             continue;
         };
-        let Ok(meta) = entry.path().symlink_metadata() else {
-            continue;
-        };
-        let relative = entry
-            .path()
-            .strip_prefix(&resolved)
-            .unwrap_or(entry.path())
-            .as_os_str()
-            .as_encoded_bytes()
-            .to_vec();
-        if matches!(cover, Cover::Overlay)
-            && (meta.is_dir()
-                || (meta.is_symlink()
-                    && relative == crate::home_layer::AGY_OVERLAY_LINK.as_bytes()))
-        {
-            continue;
+        for entry in entries {
+            let Ok(entry) = entry else {
+                field(hasher, b"unreadable");
+                continue;
+            };
+            let Ok(meta) = entry.metadata() else {
+                continue;
+            };
+            let mut relative: Vec<u8> = prefix.clone();
+            if !relative.is_empty() {
+                relative.push(b'/');
+            }
+            relative.extend_from_slice(entry.file_name().as_encoded_bytes());
+            if meta.is_dir() {
+                pending.push((entry.path(), relative.clone()));
+            }
+            if covered(&relative, &meta) {
+                lines.push((relative, metadata_line(&meta)));
+            }
         }
-        lines.push((relative, metadata_line(&meta)));
     }
     lines.sort();
     for (path, line) in lines {
@@ -131,9 +203,18 @@ fn tree_metadata(hasher: &mut Sha256, root: &Path, cover: Cover) {
 
 /// Computes the fingerprint (lowercase hex SHA-256).
 pub fn compute(inputs: &FingerprintInputs) -> String {
+    compute_extended(inputs, &ExtraInputs::default())
+}
+
+/// Computes the fingerprint of `inputs` and `extra` (lowercase hex SHA-256).
+pub fn compute_extended(inputs: &FingerprintInputs, extra: &ExtraInputs) -> String {
     let mut hasher = Sha256::new();
-    field(&mut hasher, b"agentpack-launch-fingerprint-v1");
-    field(&mut hasher, inputs.agent.as_str().as_bytes());
+    field(&mut hasher, b"agentpack-launch-fingerprint-v2");
+    if extra.all_agents {
+        field(&mut hasher, b"all agents");
+    } else {
+        field(&mut hasher, inputs.agent.as_str().as_bytes());
+    }
     field(&mut hasher, inputs.mode.as_bytes());
     for toggle in &inputs.toggles {
         field(&mut hasher, toggle.as_bytes());
@@ -158,7 +239,16 @@ pub fn compute(inputs: &FingerprintInputs) -> String {
     );
     for entry in &inputs.cache_entries {
         field(&mut hasher, entry.as_os_str().as_encoded_bytes());
-        tree_metadata(&mut hasher, entry, Cover::All);
+        cache_entry(&mut hasher, entry);
+    }
+    for dir in &extra.source_dirs {
+        field(&mut hasher, b"source");
+        field(&mut hasher, dir.as_os_str().as_encoded_bytes());
+        tree_metadata(&mut hasher, dir, Cover::All);
+    }
+    for file in &extra.files {
+        field(&mut hasher, file.as_os_str().as_encoded_bytes());
+        file_bytes(&mut hasher, file);
     }
     hex::encode(hasher.finalize())
 }
@@ -205,5 +295,55 @@ mod tests {
         assert_ne!(changed, added);
         fs::write(root.join("pack.lock"), "lockfile_version = 4\n").unwrap();
         assert_ne!(added, compute(&inputs));
+    }
+
+    #[test]
+    fn a_store_slot_counts_as_its_link_and_root_not_its_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::write(root.join("agentpack.toml"), "").unwrap();
+        fs::write(root.join("pack.lock"), "").unwrap();
+        fs::create_dir_all(root.join("cache/store/v1/aaaa-pkg")).unwrap();
+        fs::create_dir_all(root.join("cache/store/v1/bbbb-pkg")).unwrap();
+        fs::write(root.join("cache/store/v1/aaaa-pkg/SKILL.md"), "a").unwrap();
+        std::os::unix::fs::symlink("store/v1/aaaa-pkg", root.join("cache/slot")).unwrap();
+        fs::create_dir_all(root.join("src")).unwrap();
+        fs::write(root.join("src/SKILL.md"), "s").unwrap();
+        let inputs = FingerprintInputs {
+            agent: Agent::Claude,
+            mode: "default".into(),
+            manifest: root.join("agentpack.toml"),
+            lock: root.join("pack.lock"),
+            overlay: None,
+            generation: root.join("gen"),
+            cache_entries: vec![root.join("cache/slot")],
+            toggles: vec![],
+        };
+        let extra = ExtraInputs {
+            all_agents: true,
+            source_dirs: vec![root.join("src")],
+            files: vec![root.join("eject.json")],
+        };
+        let first = compute_extended(&inputs, &extra);
+        assert_ne!(
+            first,
+            compute(&inputs),
+            "a sync's fingerprint is not a launch's"
+        );
+        // In place inside the immutable store path: not read, by design.
+        fs::write(root.join("cache/store/v1/aaaa-pkg/SKILL.md"), "tampered").unwrap();
+        assert_eq!(first, compute_extended(&inputs, &extra));
+        // The slot relinked: noticed.
+        fs::remove_file(root.join("cache/slot")).unwrap();
+        std::os::unix::fs::symlink("store/v1/bbbb-pkg", root.join("cache/slot")).unwrap();
+        let relinked = compute_extended(&inputs, &extra);
+        assert_ne!(first, relinked);
+        // A source directory edited: noticed.
+        fs::write(root.join("src/SKILL.md"), "edited").unwrap();
+        let edited = compute_extended(&inputs, &extra);
+        assert_ne!(relinked, edited);
+        // An extra file appearing: noticed.
+        fs::write(root.join("eject.json"), "{}").unwrap();
+        assert_ne!(edited, compute_extended(&inputs, &extra));
     }
 }

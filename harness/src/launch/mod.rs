@@ -6,7 +6,7 @@
 //! | --- | --- | --- | --- |
 //! | Claude Code | `claude` (`CLAUDE_PATH`) | `--plugin-dir <bundle> --settings <json>` | `--dangerously-skip-permissions` |
 //! | Cursor Agent | `cursor-agent` (`CURSOR_AGENT_PATH`) | synthetic `HOME`, `--workspace <dir>`, `--trust` with `-p` | `--force` |
-//! | OpenCode | `opencode` (`OPENCODE_PATH`) | `OPENCODE_CONFIG_DIR` | `"permission": "allow"` in the root |
+//! | OpenCode | `opencode` (`OPENCODE_PATH`) | `OPENCODE_CONFIG_DIR` (and `OPENCODE_EXPERIMENTAL_LSP_TOOL=true` with staged language servers, unless set) | `"permission": "allow"` in the root |
 //! | Codex | `codex` (`CODEX_PATH`) | `CODEX_HOME` | `--dangerously-bypass-approvals-and-sandbox` |
 //! | Grok | `grok` (`GROK_PATH`) | `GROK_HOME`, `--cwd <dir>` | `--always-approve` |
 //! | Antigravity | `agy` (`AGY_PATH`) | `--add-dir <dir>` | `--dangerously-skip-permissions` |

@@ -184,6 +184,7 @@ pub fn world(agentpack_exe: &Path) -> World {
             kind: "plugin".into(),
             root: pkg,
             filter: PathFilter::all(),
+            executables: Default::default(),
         }],
         overlay: None,
         mcp_servers: servers,

@@ -2,6 +2,7 @@
 //!
 //! - [`FakeGitHub`]: REST + git smart HTTP on 127.0.0.1 over real git repositories ([`TestRepo`]).
 //! - [`RawTar`]: hand-made (also malicious) tar archives.
+//! - [`hostile_server`]: a GitHub that stalls, never ends, or sends bombs; peak-memory measurement.
 //! - [`codex_daemon`]: a JSON-RPC client for Codex's app-server daemon, and a stand-in daemon.
 //! - [`IsolatedHome`]: run the `agentpack` binary with a private home and the fake GitHub.
 //!
@@ -11,9 +12,11 @@
 pub mod codex_daemon;
 pub mod fake_github;
 pub mod git_repo;
+pub mod hostile_server;
 pub mod isolated;
 pub mod npm_registry;
 pub mod raw_tar;
+pub mod users;
 
 pub use fake_github::{Endpoint, FakeGitHub};
 pub use git_repo::{git, TestRepo};

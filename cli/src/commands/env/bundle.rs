@@ -1,0 +1,369 @@
+//! `env export` and `env import`: an environment as a portable bundle.
+//!
+//! A bundle is an uncompressed tar of regular files at its top level: `bundle.json` first (the
+//! format name, a schema version, and the size and SHA-256 of every other file), then
+//! `agentpack.toml`, the unchanged `pack.lock` and the optional `contract.json`. Nothing else goes
+//! in: no bindings, caches, receipts, logs, auth or history.
+//!
+//! Export refuses (naming the item and the fix, writing nothing) what [`super::sharing`] finds,
+//! symlinked definition files, and an output file that exists. Import accepts only those regular
+//! files, each at most 4 MiB, once; it refuses links, devices, directories, traversal, unknown
+//! names, an unknown schema, digest mismatches and invalid definitions, validates in a private
+//! temporary directory, and publishes only when complete, to a destination that does not exist.
+
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context as _, Result};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+use super::definition::{self, DefinitionFiles, CONTRACT_FILE, MAX_FILE_BYTES};
+use super::sharing;
+use crate::context::{Context, Home, LOCK_FILE, MANIFEST_FILE};
+use crate::env::{self, EnvVars};
+use crate::output;
+
+/// The bundle's own description.
+pub const BUNDLE_JSON: &str = "bundle.json";
+/// `bundle.json`'s `format`.
+pub const FORMAT: &str = "agentpack-environment-bundle";
+/// The one schema version this binary writes and reads.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The largest bundle file read (four files at the limit, with their headers).
+const MAX_BUNDLE_BYTES: u64 = 4 * MAX_FILE_BYTES + 64 * 1024;
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The bundle to write (must not exist).
+    pub file: PathBuf,
+    /// The environment to export.
+    #[arg(long, value_name = "NAME")]
+    pub from: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The bundle to read.
+    pub file: PathBuf,
+    /// The name of the new environment (must not exist).
+    #[arg(long, value_name = "NAME")]
+    pub name: String,
+}
+
+/// `bundle.json`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BundleDescription {
+    format: String,
+    schema_version: u32,
+    files: Vec<BundledFile>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BundledFile {
+    path: String,
+    size: u64,
+    sha256: String,
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// The tar bytes of a bundle of `files`.
+fn render(files: &DefinitionFiles) -> Result<Vec<u8>> {
+    let description = BundleDescription {
+        format: FORMAT.to_owned(),
+        schema_version: SCHEMA_VERSION,
+        files: files
+            .named()
+            .into_iter()
+            .map(|(path, bytes)| BundledFile {
+                path: path.to_owned(),
+                size: bytes.len() as u64,
+                sha256: sha256_hex(bytes),
+            })
+            .collect(),
+    };
+    let mut description = serde_json::to_vec_pretty(&description)?;
+    description.push(b'\n');
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut append = |name: &str, bytes: &[u8]| -> Result<()> {
+        let mut header = tar::Header::new_ustar();
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_mtime(0);
+        header.set_uid(0);
+        header.set_gid(0);
+        builder.append_data(&mut header, name, bytes)?;
+        Ok(())
+    };
+    append(BUNDLE_JSON, &description)?;
+    for (name, bytes) in files.named() {
+        append(name, bytes)?;
+    }
+    Ok(builder.into_inner()?)
+}
+
+pub fn run_export(ctx: &Context, environments: &Path, args: &ExportArgs) -> Result<ExitCode> {
+    let output_path = ctx.cwd.join(&args.file);
+    if fs_err::symlink_metadata(&output_path).is_ok() {
+        bail!(
+            "{} already exists; export never overwrites a file\n  fix  pick another file name, or remove it first",
+            output_path.display()
+        );
+    }
+    let environment = super::existing_environment(environments, &args.from)?;
+    let files = DefinitionFiles::read(&environment)
+        .map_err(|err| err.context(format!("cannot export environment `{}`", args.from)))?;
+    if files.lock.is_none() {
+        bail!(
+            "environment `{}` has no {LOCK_FILE}: a bundle carries the lock unchanged\n  fix  run `agentpack --env {} lock`, then export again",
+            args.from,
+            args.from
+        );
+    }
+    let (manifest, lock) = definition::validate_dir(&environment)?;
+    let lock = lock.unwrap_or_default();
+    let mut private_dirs = vec![Home::from_env()?.root];
+    if let Some(home) = env::var(EnvVars::HOME) {
+        private_dirs.push(PathBuf::from(home));
+    }
+    let found = sharing::findings(&manifest, &lock, &private_dirs);
+    if !found.is_empty() {
+        let mut message = format!(
+            "cannot export environment `{}`: {} item(s) of {} cannot be shared; nothing was written",
+            args.from,
+            found.len(),
+            environment.join(MANIFEST_FILE).display()
+        );
+        for finding in &found {
+            message.push_str(&format!(
+                "\n  {}: {}\n    fix  {}",
+                finding.item, finding.problem, finding.fix
+            ));
+        }
+        bail!(message);
+    }
+    let bytes = render(&files)?;
+    let parent = output_path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut temp = tempfile::Builder::new()
+        .prefix(".agentpack-bundle-")
+        .tempfile_in(parent)
+        .with_context(|| format!("cannot write in {}", parent.display()))?;
+    std::io::Write::write_all(&mut temp, &bytes)?;
+    temp.as_file().sync_all()?;
+    temp.persist_noclobber(&output_path).map_err(|err| {
+        anyhow::Error::new(err.error).context(format!(
+            "cannot write {} (does it exist now?)",
+            output_path.display()
+        ))
+    })?;
+    if ctx.says() {
+        let names: Vec<&str> = files.named().into_iter().map(|(name, _)| name).collect();
+        output::info(&format!(
+            "Exported environment `{}` to {} ({}, {BUNDLE_JSON}); review it before sharing: the check cannot find every secret a string may hold",
+            args.from,
+            output_path.display(),
+            names.join(", ")
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The documented files a bundle may hold.
+const BUNDLE_FILES: &[&str] = &[BUNDLE_JSON, MANIFEST_FILE, LOCK_FILE, CONTRACT_FILE];
+
+/// Reads the entries of a bundle: only the documented regular files, each once and at most
+/// [`MAX_FILE_BYTES`].
+fn read_entries(bundle: &Path, bytes: &[u8]) -> Result<BTreeMap<String, Vec<u8>>> {
+    let shown = bundle.display();
+    let mut archive = tar::Archive::new(bytes);
+    let mut files = BTreeMap::new();
+    let entries = archive
+        .entries()
+        .with_context(|| format!("{shown} is not a bundle (not a tar archive)"))?;
+    for entry in entries {
+        let mut entry =
+            entry.with_context(|| format!("{shown} is not a bundle (a damaged tar archive)"))?;
+        let raw_name = entry.path_bytes().into_owned();
+        let name = String::from_utf8_lossy(&raw_name).into_owned();
+        if name.starts_with('/')
+            || name.split(['/', '\\']).any(|part| part == "..")
+            || name.contains('/')
+        {
+            bail!(
+                "{shown}: the entry `{name}` is a path, not a file name (path traversal is refused); nothing was written\n  fix  re-export it with `agentpack env export`"
+            );
+        }
+        let kind = entry.header().entry_type();
+        let what = match kind {
+            tar::EntryType::Regular | tar::EntryType::Continuous => None,
+            tar::EntryType::Symlink | tar::EntryType::Link => Some("a link"),
+            tar::EntryType::Char | tar::EntryType::Block => Some("a device"),
+            tar::EntryType::Fifo => Some("a FIFO"),
+            tar::EntryType::Directory => Some("a directory"),
+            _ => Some("not a regular file"),
+        };
+        if let Some(what) = what {
+            bail!("{shown}: the entry `{name}` is {what}; a bundle holds only regular files; nothing was written");
+        }
+        if !BUNDLE_FILES.contains(&name.as_str()) {
+            bail!(
+                "{shown}: unexpected entry `{name}`; a bundle holds only {}; nothing was written",
+                BUNDLE_FILES.join(", ")
+            );
+        }
+        if files.contains_key(&name) {
+            bail!("{shown}: the entry `{name}` appears twice; nothing was written");
+        }
+        let declared = entry.header().size().unwrap_or(u64::MAX);
+        if declared > MAX_FILE_BYTES {
+            bail!(
+                "{shown}: `{name}` is {declared} bytes, over the {MAX_FILE_BYTES}-byte (4 MiB) limit; nothing was written"
+            );
+        }
+        let mut content = Vec::new();
+        (&mut entry)
+            .take(MAX_FILE_BYTES + 1)
+            .read_to_end(&mut content)
+            .with_context(|| format!("{shown}: cannot read `{name}`"))?;
+        if content.len() as u64 > MAX_FILE_BYTES {
+            bail!("{shown}: `{name}` is over the {MAX_FILE_BYTES}-byte (4 MiB) limit; nothing was written");
+        }
+        files.insert(name, content);
+    }
+    Ok(files)
+}
+
+/// Checks the entries against `bundle.json` and returns the definition they hold.
+fn verified_definition(
+    bundle: &Path,
+    mut entries: BTreeMap<String, Vec<u8>>,
+) -> Result<DefinitionFiles> {
+    let shown = bundle.display();
+    let Some(description) = entries.remove(BUNDLE_JSON) else {
+        bail!(
+            "{shown} has no {BUNDLE_JSON}: it is not a bundle, or an older agentpack wrote it; nothing was written\n  fix  re-export it with `agentpack env export`"
+        );
+    };
+    let value: serde_json::Value = serde_json::from_slice(&description)
+        .with_context(|| format!("{shown}: {BUNDLE_JSON} is not valid JSON"))?;
+    let version = value
+        .get("schema_version")
+        .and_then(serde_json::Value::as_u64);
+    if value.get("format").and_then(serde_json::Value::as_str) != Some(FORMAT) {
+        bail!("{shown}: {BUNDLE_JSON} does not describe an agentpack environment bundle; nothing was written");
+    }
+    if version != Some(u64::from(SCHEMA_VERSION)) {
+        bail!(
+            "{shown}: unsupported bundle schema version {} (this agentpack reads {SCHEMA_VERSION}); nothing was written\n  fix  import it with the agentpack that exported it, or re-export it with this one",
+            version.map_or_else(|| "(none)".to_owned(), |v| v.to_string())
+        );
+    }
+    let description: BundleDescription = serde_json::from_value(value).with_context(|| {
+        format!("{shown}: {BUNDLE_JSON} does not match schema version {SCHEMA_VERSION}")
+    })?;
+    let mut listed = std::collections::BTreeSet::new();
+    for file in &description.files {
+        if !listed.insert(file.path.as_str()) {
+            bail!(
+                "{shown}: {BUNDLE_JSON} lists `{}` twice; nothing was written",
+                file.path
+            );
+        }
+        let Some(bytes) = entries.get(&file.path) else {
+            bail!("{shown}: {BUNDLE_JSON} lists `{}`, which the bundle does not hold; nothing was written", file.path);
+        };
+        if bytes.len() as u64 != file.size || sha256_hex(bytes) != file.sha256.to_ascii_lowercase()
+        {
+            bail!(
+                "{shown}: `{}` does not match its SHA-256 in {BUNDLE_JSON} (the bundle is damaged or was changed); nothing was written\n  fix  get an intact copy, or re-export it",
+                file.path
+            );
+        }
+    }
+    if let Some(unlisted) = entries.keys().find(|name| !listed.contains(name.as_str())) {
+        bail!("{shown}: `{unlisted}` is not listed in {BUNDLE_JSON}; nothing was written");
+    }
+    let manifest = entries
+        .remove(MANIFEST_FILE)
+        .with_context(|| format!("{shown} holds no {MANIFEST_FILE}; nothing was written"))?;
+    let lock = entries
+        .remove(LOCK_FILE)
+        .with_context(|| format!("{shown} holds no {LOCK_FILE}; nothing was written"))?;
+    let contract = entries.remove(CONTRACT_FILE);
+    // Messages name the bundle, not the private directory the files are checked in later.
+    let text = |name: &str, bytes: &[u8]| -> Result<String> {
+        String::from_utf8(bytes.to_vec())
+            .with_context(|| format!("{shown}: `{name}` is not UTF-8; nothing was written"))
+    };
+    let in_bundle = |name: &str| PathBuf::from(format!("{}!/{name}", bundle.display()));
+    agentpack_lockfile::Manifest::parse(
+        &text(MANIFEST_FILE, &manifest)?,
+        &in_bundle(MANIFEST_FILE),
+    )
+    .map_err(|err| {
+        anyhow::Error::new(err).context("the bundle's manifest is invalid; nothing was written")
+    })?;
+    agentpack_lockfile::Lockfile::parse(&text(LOCK_FILE, &lock)?, &in_bundle(LOCK_FILE)).map_err(
+        |err| anyhow::Error::new(err).context("the bundle's lock is invalid; nothing was written"),
+    )?;
+    if let Some(contract) = &contract {
+        definition::check_contract(contract, &in_bundle(CONTRACT_FILE))
+            .context("the bundle's contract is invalid; nothing was written")?;
+    }
+    Ok(DefinitionFiles {
+        manifest,
+        lock: Some(lock),
+        contract,
+    })
+}
+
+pub fn run_import(
+    ctx: &Context,
+    home: &Home,
+    environments: &Path,
+    args: &ImportArgs,
+) -> Result<ExitCode> {
+    let destination = super::environment_path(environments, &args.name)?;
+    definition::destination_state(&destination, false)?;
+    let bundle = ctx.cwd.join(&args.file);
+    let meta = fs_err::metadata(&bundle)?;
+    if !meta.is_file() {
+        bail!("{} is not a file", bundle.display());
+    }
+    if meta.len() > MAX_BUNDLE_BYTES {
+        bail!(
+            "{} is {} bytes, larger than any bundle can be ({MAX_BUNDLE_BYTES}); nothing was written",
+            bundle.display(),
+            meta.len()
+        );
+    }
+    let mut bytes = Vec::new();
+    fs_err::File::open(&bundle)?
+        .take(MAX_BUNDLE_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    let entries = read_entries(&bundle, &bytes)?;
+    let files = verified_definition(&bundle, entries)?;
+    home.ensure()?;
+    definition::publish(environments, &destination, &files, false)?;
+    if ctx.says() {
+        output::info(&format!(
+            "Imported environment `{}` at {}; SHA-256 proves the files arrived intact, not who wrote them: review it before launching",
+            args.name,
+            destination.display()
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}
