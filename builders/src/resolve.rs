@@ -809,6 +809,8 @@ impl Run<'_, '_> {
             &tree,
         )?;
         self.warnings.extend(downloaded.warnings(module));
+        // A kept repo snapshot that was changed, or a download that could not be kept.
+        self.warnings.extend(self.env.fetcher.take_warnings());
         let hash = downloaded.content_hash;
         if let Some(expected) = &expected {
             if let TreeMatch::Mismatch { actual } = store.verify_tree(&tree, expected)? {

@@ -1,5 +1,6 @@
 //! One command's GitHub session: the resolver, its metadata cache in the store's index, and the
-//! snapshot fetcher with its scratch space on the store's filesystem.
+//! snapshot fetcher with its scratch space on the store's filesystem, keeping every repository it
+//! downloads as a repo snapshot in the store (see [`crate::snapshot`]).
 //!
 //! The cli builds one per command that resolves or fetches (`lock`, `add`, `remove`, `update`, `sync`)
 //! and passes [`GitHubSession::fetcher`] to [`crate::resolve::resolve`], [`crate::fetch::fetch_lock`]
@@ -31,7 +32,7 @@ pub enum SessionError {
 /// A resolver and a fetcher for one command.
 #[derive(Debug)]
 pub struct GitHubSession {
-    /// Downloads once per (repo, commit); holds the resolver.
+    /// Downloads once per (repo, commit) while the store keeps the snapshot; holds the resolver.
     pub fetcher: SnapshotFetcher,
     _scratch: ScratchDir,
 }
@@ -42,7 +43,9 @@ impl GitHubSession {
         let cache = Arc::new(StoreMetadataCache::new(Arc::clone(store)));
         let resolver = Arc::new(Resolver::new(config, cache).map_err(Box::new)?);
         let scratch = PackageStore::scratch(store.as_ref())?;
-        let fetcher = SnapshotFetcher::new(resolver, scratch.path()).map_err(Box::new)?;
+        let fetcher = SnapshotFetcher::new(resolver, scratch.path())
+            .map_err(Box::new)?
+            .with_store(Arc::clone(store));
         Ok(GitHubSession {
             fetcher,
             _scratch: scratch,

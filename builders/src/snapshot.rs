@@ -1,14 +1,25 @@
-//! Repository snapshots: the tree of one repository at one commit, downloaded once per command.
+//! Repository snapshots: the tree of one repository at one commit, downloaded once, kept in the store.
 //!
 //! However many packages of a repository the lock names, a (repo, commit) pair is fetched once: a
-//! tarball over REST streamed to disk and extracted by the rules of [`crate::extract`], else a depth-1
-//! fetch over the git protocol. Snapshots live in a scratch directory that disappears with the
-//! [`SnapshotFetcher`]; packages are copied out of them with [`crate::extract::copy_package_tree`].
-//! Nothing here publishes to the store or verifies hashes: that is the fetch layer's job.
+//! tarball over REST streamed to disk and extracted by the rules of [`crate::extract`] (and its
+//! limits), else a depth-1 fetch over the git protocol. With a store ([`SnapshotFetcher::with_store`])
+//! the extracted tree is published as a **repo snapshot** store path, input-addressed by repository
+//! and commit (`<hash>-snapshot-<owner>-<repo>/{snapshot.json,tree/}`), so every later command takes
+//! packages of that commit from it instead of downloading again. A kept snapshot is re-hashed
+//! (`sha256-tree-v1`, recorded in its `snapshot.json`) on first use in a command; one that no longer
+//! matches is not used: the repository is downloaded again for that command and a warning says so.
+//! A snapshot is not a GC root: `gc` removes it like any unreachable store path (the next command
+//! after a `gc` downloads again). Without a store, snapshots live in a scratch directory that
+//! disappears with the [`SnapshotFetcher`]. Packages are copied out with
+//! [`crate::extract::copy_package_tree_with_executables`]; verifying a package against the lock's
+//! content hash stays the fetch layer's job. Never prints: warnings come back from
+//! [`SnapshotFetcher::take_warnings`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+
+use agentpack_store::{hash_tree, Store, StorePath, StorePathName, TreeHash};
 
 use crate::extract::{self, ExtractError, ExtractReport, SafeTreeWriter};
 use crate::github::git_protocol::{self, GitFetchError};
@@ -98,12 +109,70 @@ pub enum FetchError {
 
 type Slot = Arc<Mutex<Option<Arc<RepoSnapshot>>>>;
 
-/// Downloads snapshots once per (repo, commit) for the lifetime of the value.
+/// Downloads snapshots once per (repo, commit) for the lifetime of the value, and with a store once
+/// for as long as the store keeps the snapshot.
 #[derive(Debug)]
 pub struct SnapshotFetcher {
     resolver: Arc<Resolver>,
     scratch: tempfile::TempDir,
     slots: Mutex<HashMap<(String, String), Slot>>,
+    store: Option<Arc<Store>>,
+    warnings: Mutex<Vec<String>>,
+    downloads: std::sync::atomic::AtomicUsize,
+}
+
+/// The file in a repo snapshot store path that describes it.
+pub const SNAPSHOT_RECORD: &str = "snapshot.json";
+/// The directory in a repo snapshot store path that holds the repository tree.
+pub const SNAPSHOT_TREE: &str = "tree";
+const SNAPSHOT_RECORD_VERSION: u32 = 1;
+
+/// What `snapshot.json` records about a kept snapshot.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct SnapshotRecord {
+    version: u32,
+    /// `owner/repo`, lowercase.
+    repo: String,
+    /// The full commit, lowercase.
+    commit: String,
+    /// `tarball` or `git`.
+    via: String,
+    /// The `sha256-tree-v1` of `tree/`, checked before every use.
+    tree_hash: TreeHash,
+    /// Links emptied by extraction (repository-relative).
+    links_emptied: Vec<String>,
+    /// Files that were executable in the repository (the tree holds them 0444).
+    executables: BTreeSet<String>,
+    /// Regular files written, links kept.
+    files: usize,
+    links_kept: usize,
+}
+
+/// The store path name of the snapshot of `repo` at `commit` (input-addressed: repository + commit).
+pub fn snapshot_name(repo: &RepoId, commit: &str) -> StorePathName {
+    let inputs = format!(
+        "agentpack repo snapshot v{SNAPSHOT_RECORD_VERSION}\0github.com/{}\0{}",
+        repo.key(),
+        commit.to_ascii_lowercase()
+    );
+    StorePathName::from_inputs(
+        inputs.as_bytes(),
+        &format!(
+            "snapshot-{}-{}",
+            repo.owner.to_ascii_lowercase(),
+            repo.repo.to_ascii_lowercase()
+        ),
+    )
+}
+
+/// A kept snapshot looked up in the store.
+enum Kept {
+    /// Verified: use it.
+    Usable(RepoSnapshot),
+    /// Not in the store.
+    Missing,
+    /// In the store but not usable (why); a fresh download is not kept under its name.
+    Damaged(String),
 }
 
 impl SnapshotFetcher {
@@ -128,7 +197,42 @@ impl SnapshotFetcher {
             resolver,
             scratch,
             slots: Mutex::new(HashMap::new()),
+            store: None,
+            warnings: Mutex::new(Vec::new()),
+            downloads: std::sync::atomic::AtomicUsize::new(0),
         })
+    }
+
+    /// Keeps every downloaded snapshot in `store` and takes snapshots from it (see the module docs).
+    pub fn with_store(mut self, store: Arc<Store>) -> SnapshotFetcher {
+        self.store = Some(store);
+        self
+    }
+
+    /// Warnings collected so far (a damaged or unkeepable snapshot), emptied.
+    pub fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(
+            &mut *self
+                .warnings
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// How many repositories this fetcher downloaded (kept snapshots used do not count).
+    pub fn downloads(&self) -> usize {
+        self.downloads.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn warn(&self, message: String) {
+        tracing::warn!("{message}");
+        let mut warnings = self
+            .warnings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !warnings.contains(&message) {
+            warnings.push(message);
+        }
     }
 
     /// The resolver (and its GitHub client).
@@ -152,9 +256,48 @@ impl SnapshotFetcher {
         if let Some(existing) = guard.as_ref() {
             return Ok(Arc::clone(existing));
         }
-        let snapshot = Arc::new(self.download(repo, &key.1)?);
+        let kept = match &self.store {
+            Some(store) => load_kept(store, repo, &key.1),
+            None => Kept::Missing,
+        };
+        let snapshot = match kept {
+            Kept::Usable(snapshot) => {
+                tracing::debug!(repo = %repo, commit = key.1.as_str(), root = %snapshot.root.display(), "source: the kept repo snapshot");
+                snapshot
+            }
+            Kept::Missing => {
+                let downloaded = self.download_counted(repo, &key.1)?;
+                match &self.store {
+                    Some(store) => match keep(store, &downloaded) {
+                        Ok(root) => RepoSnapshot { root, ..downloaded },
+                        Err(reason) => {
+                            self.warn(format!(
+                                "warning: could not keep the download of github.com/{repo} at {} in the store ({reason}); the next command downloads it again\n  fix       run `agentpack store verify` and check the store's free space and permissions",
+                                key.1
+                            ));
+                            downloaded
+                        }
+                    },
+                    None => downloaded,
+                }
+            }
+            Kept::Damaged(reason) => {
+                self.warn(format!(
+                    "warning: the kept snapshot of github.com/{repo} at {} was changed ({reason}); not used, downloaded again\n  fix       run `agentpack store verify --repair`, or `agentpack gc` to drop it",
+                    key.1
+                ));
+                self.download_counted(repo, &key.1)?
+            }
+        };
+        let snapshot = Arc::new(snapshot);
         *guard = Some(Arc::clone(&snapshot));
         Ok(snapshot)
+    }
+
+    fn download_counted(&self, repo: &RepoId, commit: &str) -> Result<RepoSnapshot, FetchError> {
+        self.downloads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.download(repo, commit)
     }
 
     fn download(&self, repo: &RepoId, commit: &str) -> Result<RepoSnapshot, FetchError> {
@@ -310,5 +453,195 @@ impl SnapshotFetcher {
             commit: commit.to_owned(),
             source: Box::new(source),
         })
+    }
+}
+
+/// The kept snapshot of `repo` at `commit`, if the store has one that still matches its record.
+fn load_kept(store: &Store, repo: &RepoId, commit: &str) -> Kept {
+    let name = snapshot_name(repo, commit);
+    let Some(path) = store.get(&name) else {
+        return Kept::Missing;
+    };
+    // A temp root first, so a concurrent `gc` cannot take it while this command reads it; if `gc`
+    // took it before, the checks below fail and it is downloaded again.
+    if store.add_temp_root(&path).is_err() {
+        return Kept::Missing;
+    }
+    let record_path = path.path().join(SNAPSHOT_RECORD);
+    let record: SnapshotRecord = match fs_err::read(&record_path)
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
+    {
+        Ok(record) => record,
+        Err(_) if !path.path().exists() => return Kept::Missing,
+        Err(reason) => return Kept::Damaged(format!("{}: {reason}", record_path.display())),
+    };
+    if record.version != SNAPSHOT_RECORD_VERSION
+        || record.repo != repo.key()
+        || record.commit != commit.to_ascii_lowercase()
+    {
+        return Kept::Damaged(format!(
+            "{} describes another snapshot",
+            record_path.display()
+        ));
+    }
+    let root = path.path().join(SNAPSHOT_TREE);
+    match hash_tree(&root) {
+        Ok(actual) if actual == record.tree_hash => {}
+        Ok(actual) => {
+            return Kept::Damaged(format!(
+                "{} hashes to {actual}, not {}",
+                root.display(),
+                record.tree_hash
+            ))
+        }
+        Err(_) if !path.path().exists() => return Kept::Missing,
+        Err(error) => return Kept::Damaged(error.to_string()),
+    }
+    Kept::Usable(RepoSnapshot {
+        repo: repo.clone(),
+        commit: commit.to_ascii_lowercase(),
+        root,
+        via: if record.via == "git" {
+            FetchedVia::GitProtocol
+        } else {
+            FetchedVia::Tarball
+        },
+        report: ExtractReport {
+            files: record.files,
+            links_kept: record.links_kept,
+            links_emptied: record.links_emptied,
+            executables: record.executables,
+        },
+    })
+}
+
+/// Publishes `downloaded` as the repo snapshot store path of its (repo, commit); returns the kept
+/// tree's root, or why it could not be kept.
+fn keep(store: &Store, downloaded: &RepoSnapshot) -> Result<PathBuf, String> {
+    let name = snapshot_name(&downloaded.repo, &downloaded.commit);
+    let published: StorePath = store
+        .publish_built(&name, &[], |out, _final_path| {
+            let tree = out.join(SNAPSHOT_TREE);
+            link_tree(&downloaded.root, &tree)?;
+            let record = SnapshotRecord {
+                version: SNAPSHOT_RECORD_VERSION,
+                repo: downloaded.repo.key(),
+                commit: downloaded.commit.to_ascii_lowercase(),
+                via: match downloaded.via {
+                    FetchedVia::Tarball => "tarball".to_owned(),
+                    FetchedVia::GitProtocol => "git".to_owned(),
+                },
+                tree_hash: hash_tree(&tree)?,
+                links_emptied: downloaded.report.links_emptied.clone(),
+                executables: downloaded.report.executables.clone(),
+                files: downloaded.report.files,
+                links_kept: downloaded.report.links_kept,
+            };
+            fs_err::write(out.join(SNAPSHOT_RECORD), serde_json::to_vec(&record)?)?;
+            Ok(())
+        })
+        .map_err(|error| error.to_string())?;
+    Ok(published.path().join(SNAPSHOT_TREE))
+}
+
+/// Recreates the tree at `source` at `destination`: directories made, files hard-linked (copied
+/// when linking fails), symbolic links recreated. The source tree is left as it was.
+fn link_tree(source: &Path, destination: &Path) -> std::io::Result<()> {
+    for entry in walkdir::WalkDir::new(source).follow_links(false) {
+        let entry = entry.map_err(std::io::Error::other)?;
+        let relative = entry
+            .path()
+            .strip_prefix(source)
+            .map_err(std::io::Error::other)?;
+        let target = destination.join(relative);
+        let file_type = entry.file_type();
+        if file_type.is_dir() {
+            fs_err::create_dir_all(&target)?;
+        } else if file_type.is_symlink() {
+            let link = fs_err::read_link(entry.path())?;
+            std::os::unix::fs::symlink(&link, &target)?;
+        } else if std::fs::hard_link(entry.path(), &target).is_err() {
+            fs_err::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code: a panic is a failure
+
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use agentpack_store::StoreOptions;
+
+    use super::*;
+
+    fn scratch_snapshot(dir: &Path, repo: &RepoId) -> RepoSnapshot {
+        let root = dir.join("extracted");
+        fs_err::create_dir_all(root.join("skills/a")).unwrap();
+        fs_err::write(root.join("skills/a/SKILL.md"), "---\nname: a\n---\nA.\n").unwrap();
+        fs_err::write(root.join("run.sh"), "#!/bin/sh\n").unwrap();
+        std::os::unix::fs::symlink("skills/a", root.join("link")).unwrap();
+        RepoSnapshot {
+            repo: repo.clone(),
+            commit: "ABCDEF0123456789abcdef0123456789abcdef01".to_owned(),
+            root,
+            via: FetchedVia::Tarball,
+            report: ExtractReport {
+                files: 2,
+                links_kept: 1,
+                links_emptied: vec!["skills/a/outside".to_owned()],
+                executables: BTreeSet::from(["run.sh".to_owned()]),
+            },
+        }
+    }
+
+    #[test]
+    fn a_kept_snapshot_is_found_by_repo_and_commit_and_a_changed_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("cache"), StoreOptions::default()).unwrap();
+        let repo = RepoId::new("Acme", "Big");
+        let commit = "abcdef0123456789abcdef0123456789abcdef01";
+        assert!(matches!(load_kept(&store, &repo, commit), Kept::Missing));
+
+        let downloaded = scratch_snapshot(dir.path(), &repo);
+        let root = keep(&store, &downloaded).unwrap();
+        assert!(root.starts_with(store.store_dir()));
+        assert_eq!(
+            fs_err::read_to_string(root.join("skills/a/SKILL.md")).unwrap(),
+            "---\nname: a\n---\nA.\n"
+        );
+        // Any case of the commit and the names finds it; another commit does not.
+        let Kept::Usable(kept) = load_kept(
+            &store,
+            &RepoId::new("acme", "big"),
+            &commit.to_ascii_uppercase(),
+        ) else {
+            panic!("the kept snapshot is usable");
+        };
+        assert_eq!(kept.root, root);
+        assert_eq!(
+            kept.report.links_emptied,
+            vec!["skills/a/outside".to_owned()]
+        );
+        assert!(kept.report.executables.contains("run.sh"));
+        assert!(matches!(
+            load_kept(&store, &repo, "1111111111111111111111111111111111111111"),
+            Kept::Missing
+        ));
+
+        // A file replaced in the kept tree: not usable.
+        let file = root.join("skills/a/SKILL.md");
+        let parent = file.parent().unwrap();
+        fs_err::set_permissions(parent, std::fs::Permissions::from_mode(0o755)).unwrap();
+        fs_err::remove_file(&file).unwrap();
+        fs_err::write(&file, "changed").unwrap();
+        match load_kept(&store, &repo, commit) {
+            Kept::Damaged(reason) => assert!(reason.contains("hashes to"), "{reason}"),
+            _ => panic!("a changed snapshot is refused"),
+        }
+        fs_err::set_permissions(parent, std::fs::Permissions::from_mode(0o555)).unwrap();
     }
 }

@@ -12,6 +12,9 @@
 //! - building the generation of a 1,000-file marketplace plugin for all six agents, as a ratio to
 //!   `cp -al` of the resulting tree (goal: within 2x);
 //! - 10 projects x 3 modes of the same packages: bytes on disk over unique bytes (goal: at most 1.05x).
+//! - 20 one-by-one `add`s of packages of one repository at one commit against one `lock` of the
+//!   same 20 (archive downloads counted: the goal is 1 each, the repo snapshot kept in the store);
+//!   `AGENTPACK_BENCH_ONLY=adds` runs this one alone.
 
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::expect_used)]
 
@@ -365,12 +368,148 @@ fn unique_bytes(dir: &Path) -> u64 {
     total
 }
 
+/// 20 one-by-one `add --no-sync` of packages of one repository at one commit (a repository of 20
+/// skills and 400 other files) against one `lock` of the same 20 in a fresh home: downloads and time.
+fn adds_benchmarks(rows: &mut Vec<(String, String, String)>) {
+    let github = FakeGitHub::start();
+    let repo = github.repo("bench", "mono");
+    for p in 0..20 {
+        repo.write(
+            &format!("skills/s{p:02}/SKILL.md"),
+            format!(
+                "---\nname: s{p:02}\ndescription: skill {p}\n---\n\n{}\n",
+                "Body line.\n".repeat(50)
+            ),
+        );
+        repo.write(
+            &format!("skills/s{p:02}/reference.md"),
+            "reference\n".repeat(200),
+        );
+    }
+    // Text that compresses like prose does (about 3:1), not like a repeated line.
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    for f in 0..400 {
+        let mut page = format!("page {f}\n");
+        for _ in 0..200 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            page.push_str(&format!("{state:016x} {}\n", state % 9973));
+        }
+        repo.write(&format!("docs/d{}/page{f}.md", f % 20), page);
+    }
+    let commit = repo.commit("mono");
+    let specs: Vec<String> = (0..20)
+        .map(|p| format!("bench/mono/skills/s{p:02}@{commit}"))
+        .collect();
+
+    let deps: Vec<String> = (0..20)
+        .map(|p| format!("\"github.com/bench/mono/skills/s{p:02}\" = {{ commit = \"{commit}\" }}"))
+        .collect();
+    // Five rounds, each in fresh homes (a cold store): medians.
+    let (mut lock_times, mut adds_times, mut firsts) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut lock_downloads, mut adds_downloads) = (0, 0);
+    for _ in 0..5 {
+        let one = IsolatedHome::new();
+        write_manifest(&one.project, &deps, "");
+        github.reset_counters();
+        lock_times.push(run(&one, Some(&github), &one.project, &["lock", "--quiet"]));
+        lock_downloads = github.total(Endpoint::Tarball) + github.total(Endpoint::GitHttp);
+
+        let adds = IsolatedHome::new();
+        write_manifest(&adds.project, &[], "");
+        github.reset_counters();
+        let mut total = Duration::ZERO;
+        for (index, spec) in specs.iter().enumerate() {
+            let took = run(
+                &adds,
+                Some(&github),
+                &adds.project,
+                &["add", spec, "--no-sync", "--quiet"],
+            );
+            if index == 0 {
+                firsts.push(took);
+            }
+            total += took;
+        }
+        adds_times.push(total);
+        adds_downloads = github.total(Endpoint::Tarball) + github.total(Endpoint::GitHttp);
+    }
+    let (lock_time, adds_time, first) = (median(lock_times), median(adds_times), median(firsts));
+    // The same 20 adds with the snapshot removed before each (every add downloads, as before repo
+    // snapshots were kept; each also pays for keeping it again).
+    let uncached = IsolatedHome::new();
+    write_manifest(&uncached.project, &[], "");
+    github.reset_counters();
+    let mut uncached_time = Duration::ZERO;
+    for spec in &specs {
+        remove_snapshots(&uncached.agentpack_home.join("cache"));
+        uncached_time += run(
+            &uncached,
+            Some(&github),
+            &uncached.project,
+            &["add", spec, "--no-sync", "--quiet"],
+        );
+    }
+    let uncached_downloads = github.total(Endpoint::Tarball) + github.total(Endpoint::GitHttp);
+    rows.push((
+        "one `lock` of 20 packages of one repository at one commit".into(),
+        ms(lock_time),
+        format!("{lock_downloads} archive download(s); median of 5 cold stores"),
+    ));
+    rows.push((
+        "20 one-by-one `add --no-sync` of the same 20 packages".into(),
+        ms(adds_time),
+        format!(
+            "{adds_downloads} archive download(s); {:.1}x the one `lock`; first add {}, the other 19 {} each on average (from the kept repo snapshot)",
+            adds_time.as_secs_f64() / lock_time.as_secs_f64(),
+            ms(first),
+            ms((adds_time - first) / 19),
+        ),
+    ));
+    rows.push((
+        "the same 20 adds, the snapshot removed before each (as before it was kept)".into(),
+        ms(uncached_time),
+        format!(
+            "{uncached_downloads} archive downloads; {:.1}x the adds from the kept snapshot",
+            uncached_time.as_secs_f64() / adds_time.as_secs_f64()
+        ),
+    ));
+}
+
+/// Removes every repo snapshot store path below `cache` (sealed read-only: made writable first).
+fn remove_snapshots(cache: &Path) {
+    let Ok(store) = std::fs::read_dir(cache.join("store/v1")) else {
+        return;
+    };
+    for entry in store.flatten() {
+        if entry.file_name().to_string_lossy().contains("-snapshot-") {
+            let status = Command::new("chmod")
+                .arg("-R")
+                .arg("u+w")
+                .arg(entry.path())
+                .status()
+                .unwrap();
+            assert!(status.success());
+            std::fs::remove_dir_all(entry.path()).unwrap();
+        }
+    }
+}
+
 fn main() {
     // `cargo test --benches` runs bench targets with `--bench`-less args; only measure under `cargo bench`.
     if !std::env::args().any(|arg| arg == "--bench") {
         return;
     }
     let mut rows = Vec::new();
+    if std::env::var("AGENTPACK_BENCH_ONLY").as_deref() == Ok("adds") {
+        adds_benchmarks(&mut rows);
+        println!("| benchmark | result | notes |\n| --- | --- | --- |");
+        for (name, result, notes) in rows {
+            println!("| {name} | {result} | {notes} |");
+        }
+        return;
+    }
     if std::env::var("AGENTPACK_BENCH_ONLY").as_deref() == Ok("noop-sync") {
         noop_sync_benchmarks(&mut rows);
         println!("| benchmark | result | notes |\n| --- | --- | --- |");
@@ -383,6 +522,7 @@ fn main() {
     lock_benchmarks(&mut rows);
     generation_benchmarks(&mut rows);
     dedup_benchmark(&mut rows);
+    adds_benchmarks(&mut rows);
     println!("| benchmark | result | notes |\n| --- | --- | --- |");
     for (name, result, notes) in rows {
         println!("| {name} | {result} | {notes} |");

@@ -71,6 +71,12 @@ pub struct GlobalArgs {
     #[arg(long, global = true)]
     pub yolo: bool,
 
+    /// Launch and restore without writing any configuration into the checkout: Claude Code,
+    /// OpenCode, Codex and Grok get theirs from outside it; Cursor and Antigravity, which read a
+    /// workspace overlay, are refused. With `preflight`, planned workspace writes are violations.
+    #[arg(long, global = true)]
+    pub strict_external: bool,
+
     /// Run Claude Code through a local diagnostics proxy that logs each API request as a JSONL
     /// line (only with `agentpack claude`): `agentpack --proxy claude`.
     #[arg(long, global = true)]

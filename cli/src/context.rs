@@ -44,6 +44,8 @@ pub struct Context {
     pub verbosity: Verbosity,
     pub mode: Option<String>,
     pub yolo: bool,
+    /// `--strict-external`: launches and restores write nothing into the checkout.
+    pub strict_external: bool,
     /// `--proxy`: run Claude Code through the diagnostics proxy.
     pub proxy: bool,
     /// `--workspace`, relative to `cwd` resolved; the launchers' default is `cwd`.
@@ -70,6 +72,7 @@ impl Context {
             verbosity,
             mode: global.mode.clone(),
             yolo: global.yolo,
+            strict_external: global.strict_external,
             proxy: global.proxy,
         })
     }

@@ -423,6 +423,8 @@ fn tampering_stops_the_command_and_changes_nothing() {
     //    cannot fix it.
     gh.tamper_tarball("acme", "skills", &commit);
     std::fs::remove_file(&slot).unwrap();
+    // The kept repo snapshot would serve the package again: collect it, so the cache is empty.
+    world.ok(&["gc"]);
     let err = world.fails(&["sync"]);
     assert!(err.contains("does not match"), "{err}");
     let err = world.fails(&["sync", "--repair"]);

@@ -25,6 +25,53 @@ use crate::tree_hash::{hash_tree, matches_tree_hash, relative_bytes, Match, Tree
 
 const COPY_BUFFER: usize = 256 * 1024;
 
+/// Where each user keeps the identity stamps of the blobs it verified: `stamps/<uid>/<2hex>/<blob>`.
+pub(crate) const STAMPS: &str = "stamps";
+
+/// What a blob's inode looked like right after it was last verified (hashed) or linked by this user:
+/// size, mtime, ctime (both to the nanosecond) and inode number. A write changes mtime and ctime;
+/// `touch` can put mtime back but never ctime; a replaced blob has another inode. `link(2)` also
+/// moves ctime (the link count changes), so every link this user makes records the stamp again;
+/// a link someone else made only costs one re-hash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BlobStamp {
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    ino: u64,
+}
+
+impl BlobStamp {
+    fn of(meta: &std::fs::Metadata) -> BlobStamp {
+        use std::os::unix::fs::MetadataExt as _;
+        BlobStamp {
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+            ino: meta.ino(),
+        }
+    }
+
+    fn to_text(self) -> String {
+        format!(
+            "{} {} {} {} {} {}\n",
+            self.size, self.mtime.0, self.mtime.1, self.ctime.0, self.ctime.1, self.ino
+        )
+    }
+
+    fn parse(text: &str) -> Option<BlobStamp> {
+        let mut numbers = text.split_ascii_whitespace();
+        let mut next = || numbers.next()?.parse::<i64>().ok();
+        let (size, m0, m1, c0, c1, ino) = (next()?, next()?, next()?, next()?, next()?, next()?);
+        Some(BlobStamp {
+            size: u64::try_from(size).ok()?,
+            mtime: (m0, m1),
+            ctime: (c0, c1),
+            ino: u64::try_from(ino).ok()?,
+        })
+    }
+}
+
 /// Prefix of a tree being published, sealed in the store directory before its final rename.
 pub(crate) const PUBLISH_PREFIX: &str = ".pub-";
 
@@ -108,6 +155,86 @@ fn utf8_target(target: &Path, link: &Path) -> Result<String> {
 }
 
 impl Store {
+    fn stamp_path(&self, id: &BlobId, executable: bool) -> PathBuf {
+        let (shard, name) = id.file_name(executable);
+        self.dir
+            .join(STAMPS)
+            .join(fsutil::euid().to_string())
+            .join(shard)
+            .join(name)
+    }
+
+    /// Records the stamp of the blob file `blob` as it is now (after verifying or linking it).
+    /// Best effort: without a stamp the next link re-hashes the blob, nothing worse.
+    pub(crate) fn record_blob_stamp(&self, id: &BlobId, executable: bool, blob: &Path) {
+        let Ok(meta) = std::fs::symlink_metadata(blob) else {
+            return;
+        };
+        let path = self.stamp_path(id, executable);
+        let Some(dir) = path.parent() else {
+            return;
+        };
+        if !dir.is_dir() {
+            let stamps = self.dir.join(STAMPS);
+            if !stamps.is_dir()
+                && std::fs::create_dir(&stamps).is_ok()
+                && set_mode(&stamps, self.dir_mode).is_err()
+            {
+                return;
+            }
+            let mine = dir.parent().unwrap_or(dir);
+            if std::fs::create_dir_all(mine).is_ok() {
+                let _ = set_mode(mine, 0o700);
+            }
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let temp = dir.join(unique_name(".stamp-"));
+        if std::fs::write(&temp, BlobStamp::of(&meta).to_text()).is_err()
+            || std::fs::rename(&temp, &path).is_err()
+        {
+            let _ = std::fs::remove_file(&temp);
+        }
+    }
+
+    /// Whether the blob file `blob` is still the content `id` names: its stamp matches the one this
+    /// user recorded (cheap), or else a full re-hash says so (and the stamp is recorded again).
+    pub(crate) fn blob_is_intact(
+        &self,
+        id: &BlobId,
+        executable: bool,
+        blob: &Path,
+    ) -> Result<bool> {
+        let meta = fs_err::symlink_metadata(blob).ctx("inspect", blob)?;
+        let recorded = std::fs::read_to_string(self.stamp_path(id, executable))
+            .ok()
+            .and_then(|text| BlobStamp::parse(&text));
+        if recorded == Some(BlobStamp::of(&meta)) {
+            return Ok(true);
+        }
+        tracing::trace!(blob = %blob.display(), "blob stamp differs: re-hashing before linking it");
+        let (found, _) = blake3_file(blob)?;
+        if found != *id {
+            return Ok(false);
+        }
+        self.record_blob_stamp(id, executable, blob);
+        Ok(true)
+    }
+
+    /// After a damaged blob of this user was bypassed by a verified copy at `verified` (inside the
+    /// store), the copy's inode becomes the blob again, so later links get the right bytes.
+    fn restore_blob_from(&self, id: &BlobId, executable: bool, verified: &Path) {
+        let blob = self.blob_path(id, executable);
+        if !self.trusted(&blob) {
+            return;
+        }
+        let temp = self.tmp_dir().join(unique_name("blob-"));
+        if std::fs::hard_link(verified, &temp).is_ok() && std::fs::rename(&temp, &blob).is_ok() {
+            self.record_blob_stamp(id, executable, &blob);
+        } else {
+            let _ = std::fs::remove_file(&temp);
+        }
+    }
+
     /// Whether blob `id` (in its `executable` variant) is in the store.
     pub fn has_blob(&self, id: &BlobId, executable: bool) -> bool {
         self.blob_path(id, executable).is_file()
@@ -286,11 +413,16 @@ impl Store {
             self.ensure_shard(shard)?;
         }
         match std::fs::hard_link(dst, &blob) {
-            Ok(()) => {}
+            Ok(()) => self.record_blob_stamp(&id, exec, &blob),
             Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
                 let temp = dst.with_file_name(unique_name(".link-"));
-                if self.link_blob(&id, exec, &temp).is_ok() {
-                    fs_err::rename(&temp, dst).ctx("replace", dst)?;
+                match self.link_blob(&id, exec, &temp) {
+                    Ok(_) => fs_err::rename(&temp, dst).ctx("replace", dst)?,
+                    // The blob lies: `dst` is the verified copy of the source; it becomes the blob.
+                    Err(StoreError::TamperedObject { .. }) => {
+                        self.restore_blob_from(&id, exec, dst)
+                    }
+                    Err(_) => {}
                 }
             }
             // Keep the copy; the blob is made the slow way.
@@ -317,7 +449,10 @@ impl Store {
             self.ensure_shard(shard)?;
         }
         let created = match std::fs::hard_link(temp, &blob) {
-            Ok(()) => true,
+            Ok(()) => {
+                self.record_blob_stamp(id, executable, &blob);
+                true
+            }
             Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => false,
             Err(err) => {
                 let _ = std::fs::remove_file(temp);
@@ -410,7 +545,19 @@ impl Store {
             self.copy_verified(&blob, dst, id, file_mode(executable), Some(&blob))?;
             return Ok(LinkMethod::Copy);
         }
+        if !self.blob_is_intact(id, executable, &blob)? {
+            // Changed in place or replaced since it was verified: never linked. Callers fall back
+            // to their verified source (and restore the blob from it).
+            let (found, _) = blake3_file(&blob)?;
+            return Err(StoreError::TamperedObject {
+                what: "blob",
+                path: blob.clone(),
+                owner: fsutil::owner_of(&blob),
+                detail: format!("its content is {found}, not {id}"),
+            });
+        }
         let placed = self.place_in_store(&blob, dst, file_mode(executable))?;
+        self.record_blob_stamp(id, executable, &blob);
         if placed.too_many_links {
             let temp = self.tmp_dir().join(unique_name("blob-"));
             if std::fs::hard_link(dst, &temp).is_ok() && std::fs::rename(&temp, &blob).is_err() {
@@ -636,8 +783,10 @@ impl Store {
                             let StoreError::TamperedObject { .. } = err else {
                                 return Err(err);
                             };
-                            // Another user's blob of that name lies: copy the source, checked.
+                            // The blob of that name lies (another user's, or changed in place):
+                            // copy the source, checked; an own blob is restored from the copy.
                             self.copy_verified(source, dst, &id, file_mode(*exec), None)?;
+                            self.restore_blob_from(&id, *exec, dst);
                         }
                         Ok(Entry::File {
                             path: relative.clone(),
@@ -721,7 +870,9 @@ impl Store {
                     let temp = path.with_file_name(unique_name(".absorb-"));
                     match self.link_blob(&id, *exec, &temp) {
                         Ok(_) => fs_err::rename(&temp, path).ctx("replace", path)?,
-                        Err(StoreError::TamperedObject { .. }) => {}
+                        Err(StoreError::TamperedObject { .. }) => {
+                            self.restore_blob_from(&id, *exec, path);
+                        }
                         Err(err) => return Err(err),
                     }
                 }
@@ -816,6 +967,7 @@ impl Store {
                     // Another user's blob of that name lies: this path gets its own copy.
                     Err(StoreError::TamperedObject { .. }) => {
                         write_new(dst, bytes, file_mode(exec))?;
+                        self.restore_blob_from(&id, exec, dst);
                     }
                     other => {
                         other?;
@@ -854,8 +1006,10 @@ impl Store {
                             let StoreError::TamperedObject { .. } = err else {
                                 return Err(err);
                             };
-                            // Another user's blob of that name lies: copy the file itself, checked.
+                            // The blob of that name lies (another user's, or changed in place):
+                            // copy the file itself, checked; an own blob is restored from the copy.
                             self.copy_verified(file, dst, &id, file_mode(exec), None)?;
+                            self.restore_blob_from(&id, exec, dst);
                         }
                         Ok(blob_entry(id, size))
                     }
@@ -1155,4 +1309,59 @@ fn write_new(dst: &Path, bytes: &[u8], mode_bits: u32) -> Result<()> {
     file.write_all(bytes).ctx("write", dst)?;
     drop(file);
     set_mode(dst, mode_bits)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::StoreOptions;
+
+    #[test]
+    fn stamps_round_trip_and_follow_links_but_not_writes_or_replacements() {
+        let meta = std::fs::metadata("/").unwrap();
+        let stamp = BlobStamp::of(&meta);
+        assert_eq!(BlobStamp::parse(&stamp.to_text()), Some(stamp));
+        assert_eq!(BlobStamp::parse("1 2 3"), None);
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("cache"), StoreOptions::default()).unwrap();
+        let id = store.import_bytes(b"good bytes\n", false).unwrap().unwrap();
+        let blob = store.blob_path(&id, false);
+        let scratch = dir.path().join("cache/store/v1/.tmp");
+        // Linking moves the blob's ctime; the stamp follows, so the next check needs no re-hash.
+        store.link_blob(&id, false, &scratch.join("a")).unwrap();
+        let recorded = std::fs::read_to_string(store.stamp_path(&id, false)).unwrap();
+        let now = BlobStamp::of(&std::fs::metadata(&blob).unwrap());
+        assert_eq!(BlobStamp::parse(&recorded), Some(now));
+        assert!(store.blob_is_intact(&id, false, &blob).unwrap());
+
+        // A new inode with other bytes renamed over the blob: refused, never linked.
+        let forged = scratch.join("forged");
+        std::fs::write(&forged, b"evil bytes\n").unwrap();
+        std::fs::rename(&forged, &blob).unwrap();
+        assert!(!store.blob_is_intact(&id, false, &blob).unwrap());
+        let refused = store.link_blob(&id, false, &scratch.join("b"));
+        assert!(
+            matches!(refused, Err(StoreError::TamperedObject { .. })),
+            "{refused:?}"
+        );
+        assert!(!scratch.join("b").exists());
+
+        // Rendered bytes of that name are placed from the bytes, and the blob is restored.
+        let name = StorePathName::from_inputs(b"stamps test", "generation-test");
+        let plan = [PlannedFile::new(
+            "f.md",
+            Source::Bytes(b"good bytes\n".to_vec()),
+            false,
+        )];
+        let path = store.publish_files(&name, &plan, &[]).unwrap();
+        assert_eq!(
+            std::fs::read(path.path().join("f.md")).unwrap(),
+            b"good bytes\n"
+        );
+        assert_eq!(std::fs::read(&blob).unwrap(), b"good bytes\n");
+        assert!(store.blob_is_intact(&id, false, &blob).unwrap());
+    }
 }

@@ -594,3 +594,51 @@ fn remove_store_path(store: &Store, name: &StorePathName) -> Result<()> {
     let _ = std::fs::remove_file(store.meta_path(name.as_str()));
     fsutil::remove_tree(&aside)
 }
+
+impl Store {
+    /// The regular files of the store path `path` whose content is no longer what its manifest
+    /// records, found cheaply: a file that is still its blob's inode is checked by the blob's
+    /// identity stamp (size, mtime, ctime, inode recorded when this user last verified or linked it;
+    /// re-hashed only when the stamp differs); any other file (a copy, or a blob replaced or restored
+    /// since) is hashed. Relative `/`-separated paths, sorted; a missing file counts as changed.
+    pub fn changed_files(&self, path: &crate::names::StorePath) -> Result<Vec<String>> {
+        let meta = self.meta(path)?;
+        let changed: Vec<Option<String>> = meta
+            .entries
+            .par_iter()
+            .map(|entry| {
+                let Entry::File {
+                    path: relative,
+                    blob,
+                    size,
+                    exec,
+                } = entry
+                else {
+                    return Ok(None);
+                };
+                let file = path.path().join(relative);
+                let Ok(found) = std::fs::symlink_metadata(&file) else {
+                    return Ok(Some(relative.clone()));
+                };
+                if !found.is_file() || found.len() != *size {
+                    return Ok(Some(relative.clone()));
+                }
+                let Some(id) = blob else {
+                    return Ok(None);
+                };
+                let blob_path = self.blob_path(id, *exec);
+                let same_inode = std::fs::symlink_metadata(&blob_path)
+                    .is_ok_and(|b| b.ino() == found.ino() && b.dev() == found.dev());
+                let intact = if same_inode {
+                    self.blob_is_intact(id, *exec, &blob_path)?
+                } else {
+                    blake3_file(&file)?.0 == *id
+                };
+                Ok((!intact).then(|| relative.clone()))
+            })
+            .collect::<Result<_>>()?;
+        let mut changed: Vec<String> = changed.into_iter().flatten().collect();
+        changed.sort();
+        Ok(changed)
+    }
+}

@@ -7,6 +7,12 @@
 //! is named by its hash, so a sync whose inputs did not change finds the generation already
 //! published and renders nothing ([`build_generation`] returns `reused`).
 //!
+//! Two inputs name this machine rather than the definition: the agentpack executable and the
+//! per-project plugin-data directory under `AGENTPACK_HOME`. They are part of the name only when
+//! what the generation stages mentions them (a hook spec, a `${CLAUDE_PLUGIN_DATA}` value, a
+//! dispatch command), so the same definition restored from a bundle on a fresh home and checkout
+//! builds the same store path name when nothing staged depends on where it runs ([`Machine`]).
+//!
 //! The generation's final path is known before it is built, so rendered content (hooks, plugin-root
 //! rewrites) may name it. Building is `harness::render_generation` then `Store::publish_files`: unchanged
 //! package files are linked from their blobs, so identical bytes across agents, modes and projects are
@@ -126,13 +132,13 @@ impl GenerationInputs {
     /// and OAuth client secret in its staged form (a reference's name, a store-safe template's text,
     /// or only the fact that it is a secret: never a secret's bytes nor a hash of them, so a
     /// generation's name cannot be used to test guesses of a secret).
+    /// The agentpack executable and the plugin-data root are not in it: see
+    /// [`GenerationInputs::store_path_name_with`].
     pub fn digest(&self) -> Vec<u8> {
         let mut lines: Vec<serde_json::Value> = vec![
             serde_json::json!([
                 GENERATION_FORMAT,
                 env!("CARGO_PKG_VERSION"),
-                self.agentpack_exe,
-                self.plugin_data_root,
                 self.keep_attribution,
                 self.yolo
             ]),
@@ -162,13 +168,26 @@ impl GenerationInputs {
                 agentpack_harness::mcp::staged_form(server, &self.plugin_data_root)
             ]));
         }
+        // A launch names its exec spec by its path in this store: by name here, like packages, so
+        // the name does not depend on where the store is.
+        let by_name = |text: &str| -> String {
+            self.extra_references
+                .iter()
+                .fold(text.to_owned(), |text, reference| {
+                    text.replace(
+                        reference.path().to_string_lossy().as_ref(),
+                        &format!("<store>/{}", reference.name().as_str()),
+                    )
+                })
+        };
         for (name, launch) in &self.mcp_launch {
+            let args: Vec<String> = launch.args.iter().map(|arg| by_name(arg)).collect();
             lines.push(serde_json::json!([
                 "launch",
                 name,
-                launch.command,
+                by_name(&launch.command),
                 // A credential argument is given at launch, never part of a store path's name.
-                agentpack_harness::mcp::staged_args(&launch.args)
+                agentpack_harness::mcp::staged_args(&args)
             ]));
         }
         let mut bytes = Vec::new();
@@ -179,16 +198,45 @@ impl GenerationInputs {
         bytes
     }
 
-    /// The generation's store path name.
+    /// The generation's store path name when what it stages names nothing of this machine.
     pub fn store_path_name(&self) -> StorePathName {
-        StorePathName::from_inputs(&self.digest(), &format!("generation-{}", self.mode_dir))
+        self.store_path_name_with(Machine::NONE, None)
     }
 
     /// The store path name of the generation of these inputs for `agents` only (sorted, fewer than
     /// all): the digest with the agents as one more line, the label naming them.
     pub fn store_path_name_for(&self, agents: &[Agent]) -> StorePathName {
-        let names: Vec<&str> = agents.iter().map(|agent| agent.as_str()).collect();
+        self.store_path_name_with(Machine::NONE, Some(agents))
+    }
+
+    /// The store path name of the generation of these inputs (for `agents` only when given) whose
+    /// staged files mention the machine inputs `machine` selects: those inputs' values are one more
+    /// line of the digest, so two homes whose generations name their own paths never share one.
+    pub fn store_path_name_with(
+        &self,
+        machine: Machine,
+        agents: Option<&[Agent]>,
+    ) -> StorePathName {
         let mut digest = self.digest();
+        let mentioned: Vec<(&str, Option<String>)> = self
+            .machine_values()
+            .into_iter()
+            .zip(machine.selected())
+            .filter(|(_, selected)| *selected)
+            .map(|(value, _)| value)
+            .collect();
+        if !mentioned.is_empty() {
+            digest.extend_from_slice(
+                serde_json::json!(["machine", mentioned])
+                    .to_string()
+                    .as_bytes(),
+            );
+            digest.push(b'\n');
+        }
+        let Some(agents) = agents else {
+            return StorePathName::from_inputs(&digest, &format!("generation-{}", self.mode_dir));
+        };
+        let names: Vec<&str> = agents.iter().map(|agent| agent.as_str()).collect();
         digest.extend_from_slice(serde_json::json!(["agents", names]).to_string().as_bytes());
         digest.push(b'\n');
         StorePathName::from_inputs(
@@ -196,6 +244,91 @@ impl GenerationInputs {
             &format!("generation-{}-{}", self.mode_dir, names.join("+")),
         )
     }
+
+    /// The machine inputs by name, in [`Machine`]'s order (the overlay's directory only when
+    /// there is an overlay).
+    fn machine_values(&self) -> [(&'static str, Option<String>); 3] {
+        let text = |path: &std::path::Path| path.to_string_lossy().trim_end_matches('/').to_owned();
+        [
+            ("agentpack_exe", Some(text(&self.agentpack_exe))),
+            ("plugin_data_root", Some(text(&self.plugin_data_root))),
+            (
+                "overlay_root",
+                self.overlay.as_ref().map(|(root, _)| text(root)),
+            ),
+        ]
+    }
+
+    /// Which machine inputs the staged files of `files` mention. A value that a staged format
+    /// could escape (quotes, backslashes, control or non-ASCII characters) counts as mentioned, so
+    /// a mention is never missed.
+    fn machine_mentioned(&self, files: &BTreeMap<String, PlannedFile>) -> Machine {
+        let [exe, data, overlay] = self.machine_values().map(|(_, value)| {
+            let Some(value) = value else {
+                return false;
+            };
+            let escapable = value
+                .chars()
+                .any(|c| c == '"' || c == '\\' || c.is_control() || !c.is_ascii());
+            escapable
+                || value.is_empty()
+                || files.values().any(|file| match &file.source {
+                    Source::Bytes(bytes) => contains(bytes, value.as_bytes()),
+                    Source::Symlink(target) => target.contains(value.as_str()),
+                    _ => false,
+                })
+        });
+        Machine { exe, data, overlay }
+    }
+}
+
+/// Which inputs that name this machine (the agentpack executable, the per-project plugin-data
+/// root, the checkout's `./.agents/` directory, which overlay hooks run in) a generation's staged
+/// files mention, and so its name includes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Machine {
+    pub exe: bool,
+    pub data: bool,
+    pub overlay: bool,
+}
+
+impl Machine {
+    /// Mentions none: the name is the definition's alone.
+    pub const NONE: Machine = Machine {
+        exe: false,
+        data: false,
+        overlay: false,
+    };
+
+    /// Every combination, the portable one first.
+    fn all() -> impl Iterator<Item = Machine> {
+        (0u8..8).map(|bits| Machine {
+            exe: bits & 1 != 0,
+            data: bits & 2 != 0,
+            overlay: bits & 4 != 0,
+        })
+    }
+
+    fn selected(self) -> [bool; 3] {
+        [self.exe, self.data, self.overlay]
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty()
+        && haystack
+            .windows(needle.len())
+            .any(|window| window == needle)
+}
+
+/// The published generation of `inputs` for `agents` (`None`: every agent), whatever machine
+/// inputs it mentions.
+fn published(
+    store: &Store,
+    inputs: &GenerationInputs,
+    agents: Option<&[Agent]>,
+) -> Option<StorePath> {
+    Machine::all().find_map(|machine| store.get(&inputs.store_path_name_with(machine, agents)))
 }
 
 /// `inputs` with each package's source executables read from the store.
@@ -231,10 +364,9 @@ pub fn build_generation_for(
     agents.sort();
     agents.dedup();
     let every_agent = agents.len() == Agent::ALL.len();
-    let all_name = inputs.store_path_name();
-    let reusable = store.get(&all_name).or_else(|| {
+    let reusable = published(store, inputs, None).or_else(|| {
         (!every_agent)
-            .then(|| store.get(&inputs.store_path_name_for(&agents)))
+            .then(|| published(store, inputs, Some(&agents)))
             .flatten()
     });
     if let Some(path) = reusable {
@@ -248,28 +380,24 @@ pub fn build_generation_for(
             secrets: BTreeMap::new(),
         });
     }
-    let name = if every_agent {
-        all_name
-    } else {
-        inputs.store_path_name_for(&agents)
-    };
-
-    let stage = stage_inputs(store, inputs, &name);
-    let plan = render_generation(&stage, &agents)?;
+    let only = (!every_agent).then_some(agents.as_slice());
+    // Rendered under the portable name first; when the staged files mention a machine input, the
+    // name includes it and the generation, which may name itself, is rendered again under it.
+    let mut name = inputs.store_path_name_with(Machine::NONE, only);
+    let mut plan = render_generation(&stage_inputs(store, inputs, &name), &agents)?;
+    let machine = inputs.machine_mentioned(&plan_files(&plan));
+    if machine != Machine::NONE {
+        name = inputs.store_path_name_with(machine, only);
+        plan = render_generation(&stage_inputs(store, inputs, &name), &agents)?;
+    }
 
     let mut warnings = plan.warnings.clone();
     let mut info = plan.info.clone();
     let mut secrets = BTreeMap::new();
     let mut collisions = Vec::new();
-    let mut files: BTreeMap<String, PlannedFile> = BTreeMap::new();
+    let mut files = plan_files(&plan);
     let mut by_agent = BTreeMap::new();
-    for (path, entry) in &plan.shared.entries {
-        files.insert(path.clone(), planned(path, entry));
-    }
     for (agent, agent_plan) in &plan.agents {
-        for (path, entry) in &agent_plan.entries {
-            files.insert(path.clone(), planned(path, entry));
-        }
         warnings.extend(agent_plan.warnings.iter().cloned());
         info.extend(agent_plan.info.iter().cloned());
         collisions.extend(agent_plan.collisions.iter().cloned());
@@ -322,6 +450,20 @@ pub fn build_generation_for(
         collisions,
         secrets,
     })
+}
+
+/// Every file a rendered plan stages, by its path in the generation.
+fn plan_files(plan: &agentpack_harness::GenerationPlan) -> BTreeMap<String, PlannedFile> {
+    let mut files = BTreeMap::new();
+    for (path, entry) in &plan.shared.entries {
+        files.insert(path.clone(), planned(path, entry));
+    }
+    for agent_plan in plan.agents.values() {
+        for (path, entry) in &agent_plan.entries {
+            files.insert(path.clone(), planned(path, entry));
+        }
+    }
+    files
 }
 
 /// The renderer's inputs for the generation called `name`.
@@ -381,7 +523,11 @@ pub fn render_secrets(
     agent: Agent,
 ) -> Result<agentpack_harness::SecretLayer, GenerationError> {
     let inputs = &with_source_executables(store, inputs);
-    let stage = stage_inputs(store, inputs, &inputs.store_path_name());
+    // Staged under the name of the published generation, which the secrets may name.
+    let name = published(store, inputs, None)
+        .or_else(|| published(store, inputs, Some(&[agent])))
+        .map_or_else(|| inputs.store_path_name(), |path| path.name().clone());
+    let stage = stage_inputs(store, inputs, &name);
     let plan = render_generation(&stage, &[agent])?;
     Ok(plan
         .agents
@@ -447,6 +593,62 @@ mod tests {
 
     fn name(env: &[(&str, &str)], headers: &[(&str, &str)]) -> String {
         inputs(env, headers).store_path_name().as_str().to_owned()
+    }
+
+    #[test]
+    fn machine_paths_name_a_generation_only_when_it_mentions_them() {
+        let here = inputs(&[], &[]);
+        let mut elsewhere = inputs(&[], &[]);
+        elsewhere.plugin_data_root = PathBuf::from("/other/home/projects/q/plugin-data");
+        elsewhere.agentpack_exe = PathBuf::from("/usr/local/bin/agentpack");
+        assert_eq!(here.store_path_name(), elsewhere.store_path_name());
+        for machine in [
+            Machine {
+                exe: false,
+                data: true,
+                overlay: false,
+            },
+            Machine {
+                exe: true,
+                data: false,
+                overlay: false,
+            },
+        ] {
+            assert_ne!(
+                here.store_path_name_with(machine, None),
+                elsewhere.store_path_name_with(machine, None)
+            );
+            assert_ne!(
+                here.store_path_name_with(machine, None),
+                here.store_path_name()
+            );
+        }
+        let mention = |text: &str| {
+            let files: BTreeMap<String, PlannedFile> = [(
+                "x.json".to_owned(),
+                PlannedFile::new("x.json", Source::Bytes(text.as_bytes().to_vec()), false),
+            )]
+            .into_iter()
+            .collect();
+            here.machine_mentioned(&files)
+        };
+        assert_eq!(mention("{}"), Machine::NONE);
+        assert_eq!(
+            mention("\"/home/u/.agentpack/projects/p/plugin-data/m\""),
+            Machine {
+                exe: false,
+                data: true,
+                overlay: false
+            }
+        );
+        assert_eq!(
+            mention("/bin/agentpack hook-exec"),
+            Machine {
+                exe: true,
+                data: false,
+                overlay: false
+            }
+        );
     }
 
     #[test]

@@ -143,7 +143,11 @@ fn dependency_for(
             marketplace.reference.as_deref(),
             plugin,
         )?;
-        for warning in &addition.warnings {
+        for warning in addition
+            .warnings
+            .iter()
+            .chain(&github.fetcher.take_warnings())
+        {
             output::warn(warning);
         }
         return Ok((addition.module, Dependency::Remote(addition.pin)));

@@ -13,6 +13,11 @@
 //! agent exits; the child's pid is leased too, so the generation stays protected if the launcher is
 //! killed. Warnings are printed before the agent starts; nothing is printed after it exits except
 //! errors.
+//!
+//! `--strict-external` ([`refuse_workspace_overlay`]): the launch writes no configuration into the
+//! checkout. Claude Code (`--plugin-dir`, `--settings`), OpenCode (`OPENCODE_CONFIG_DIR`), Codex
+//! (`CODEX_HOME`) and Grok (`GROK_HOME`) get theirs from outside it; Cursor and Antigravity read a
+//! workspace overlay and are refused before anything is staged or written.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -57,6 +62,11 @@ const BRIDGED: [&str; 5] = [
 
 /// Runs `agent` with `args`.
 pub fn run(ctx: &Context, agent: Agent, args: &LaunchArgs) -> Result<ExitCode> {
+    if ctx.strict_external {
+        refuse_workspace_overlay(agent)?;
+        let project = crate::project::Project::discover(ctx)?;
+        refuse_recorded_links(&project.state_dir(), agent)?;
+    }
     let program = launch::resolve_binary(
         agent,
         std::env::var_os(launch::path_override_var(agent)).as_deref(),
@@ -108,6 +118,44 @@ pub fn run(ctx: &Context, agent: Agent, args: &LaunchArgs) -> Result<ExitCode> {
     }
     let code = result?;
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+}
+
+/// `--strict-external`: refuses the agents whose launch writes into the checkout, naming why.
+pub fn refuse_workspace_overlay(agent: Agent) -> Result<()> {
+    let why = match agent {
+        Agent::Claude | Agent::OpenCode | Agent::Codex | Agent::Grok => return Ok(()),
+        Agent::Cursor => {
+            "Cursor reads sub-agents only from the workspace, so its launch links ./.cursor/agents in the checkout"
+        }
+        Agent::Antigravity => {
+            "Antigravity reads the workspace plugin only from the checkout, so its launch links ./.agents/plugins/agentpack-bundle there"
+        }
+    };
+    anyhow::bail!(
+        "--strict-external: cannot launch {} without writing into the checkout: {why}; nothing was written\n  fix  launch Claude Code, OpenCode, Codex or Grok, or drop --strict-external",
+        agent.display_name()
+    )
+}
+
+/// `--strict-external`: a launch removes the workspace links an earlier Cursor or Antigravity
+/// launch placed in the checkout; a strict one refuses instead, before anything is staged.
+fn refuse_recorded_links(state_dir: &Path, agent: Agent) -> Result<()> {
+    let links = home_layer::WorkspaceLinks::load(state_dir)?;
+    let recorded: Vec<String> = links
+        .links()
+        .iter()
+        .filter(|link| link.agent != agent.as_str())
+        .filter(|link| std::fs::symlink_metadata(&link.link).is_ok())
+        .map(|link| link.link.display().to_string())
+        .collect();
+    if recorded.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "--strict-external: launching {} would remove the workspace links of an earlier launch from the checkout: {}\n  fix  run `agentpack sync` once (it removes them), then launch again",
+        agent.display_name(),
+        recorded.join(", ")
+    )
 }
 
 fn launch_with_lease(

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use agentpack_builders::fetch::{fetch_lock, FetchOptions};
+use agentpack_builders::fetch::{check_lock, fetch_lock, FetchOptions};
 use agentpack_builders::generation::pointer::ModePointer;
 use agentpack_builders::generation::{
     build_generation_for, merged_mcp_servers, render_secrets, staged, GenerationInputs,
@@ -877,15 +877,24 @@ fn restore_if_changed(
     pointer: &ModePointer,
 ) -> Result<bool> {
     let diff = staged::quick_check(store, generation, pointer.path())?;
-    if diff.is_clean() {
+    // Same-size edits through a hard link: each file against its blob's identity stamp (cheap),
+    // hashed when the stamp differs (see docs/src/store.md, "Integrity").
+    let edited = store.changed_files(generation)?;
+    if diff.is_clean() && edited.is_empty() {
         return Ok(false);
     }
     let report = agentpack_store::verify(store, agentpack_store::VerifyOptions { repair: true })?;
-    let named: Vec<String> = diff
+    let mut named: Vec<String> = diff
         .lines()
         .into_iter()
         .map(|(kind, path)| format!("{kind} {}", path.display()))
         .collect();
+    for relative in edited {
+        let line = format!("modified {}", pointer.path().join(&relative).display());
+        if !named.contains(&line) {
+            named.push(line);
+        }
+    }
     output::warn(&format!(
         "{} staged file(s) changed since the last sync and were replaced from the verified cache: {}",
         named.len(),
@@ -899,17 +908,21 @@ fn verify_only(ctx: &Context, project: &Project) -> Result<ExitCode> {
     let lock = project.load_lock(&manifest)?;
     let mode = resolve_mode(ctx, &manifest)?;
     let store = session::open_store(&project.home)?;
-    let github = session::github(&store)?;
-    let outcome = fetch_lock(
-        &lock,
-        &project.root,
-        &project.home.root,
-        &github.fetcher,
-        store.as_ref(),
-        FetchOptions { repair: false },
-    )
-    .inspect_err(|_| forget_fast_path(project, &mode.dir))?;
-    print_warnings(&outcome.warnings);
+    // Checks only: a missing or changed store path is reported, never fetched or copied again.
+    let outcome =
+        check_lock(&lock, store.as_ref()).inspect_err(|_| forget_fast_path(project, &mode.dir))?;
+    if !outcome.problems.is_empty() {
+        forget_fast_path(project, &mode.dir);
+        let mut message = format!(
+            "{} package(s) of pack.lock are not in the store as locked",
+            outcome.problems.len()
+        );
+        for problem in &outcome.problems {
+            message.push_str(&format!("\n  {problem}"));
+        }
+        message.push_str("\n  fix       agentpack sync --repair   (fetches or copies them again and verifies them against pack.lock)");
+        bail!(message);
+    }
     check_verified(&lock)?;
     retired_homes::check_staging_root(&project.staging_root, &project.root, false)?;
     let pointer = ModePointer::new(&project.staging_root, &mode.dir);

@@ -193,6 +193,25 @@ fn keychain_warning(real: &Path, shared_auth: &Path, error: &KeychainError) -> S
     )
 }
 
+/// Removes the agent-fallback skills the generation lists ([`crate::codex::AGENT_FALLBACKS_FILE`])
+/// from the home's `skills/`: every Codex a launch runs loads the custom agent from
+/// `agents/<name>.toml` (Codex 0.171.0 lists it among the roles of its `spawn_agent` tool), so the
+/// skill would list the agent a second time and take room in Codex's skill budget. Only a mirrored
+/// directory is removed, never a link (a user's own skill of that name).
+fn leave_out_agent_fallbacks(staged: &Path, home: &Path) -> Result<(), HomeLayerError> {
+    let list = fsops::read_optional(&staged.join(crate::codex::AGENT_FALLBACKS_FILE))?;
+    for name in list.iter().flat_map(|text| text.lines()) {
+        if name.is_empty() || name.contains('/') || name.starts_with('.') {
+            continue;
+        }
+        let dir = home.join("skills").join(name);
+        if std::fs::symlink_metadata(&dir).is_ok_and(|meta| meta.is_dir()) {
+            std::fs::remove_dir_all(&dir).map_err(|e| io_error("remove", &dir, e))?;
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn prepare(
     request: &HomeLayerRequest<'_>,
     prepared: &mut PreparedHome,
@@ -223,8 +242,13 @@ pub(super) fn prepare(
     let real = request.user.home.join(".codex");
 
     // Pack content, then the user's skills and themes where the pack has nothing.
-    prepared.mirror_reused =
-        !fsops::mirror_stamped(&staged, &home, &["config.toml"], request.generation)?;
+    prepared.mirror_reused = !fsops::mirror_stamped(
+        &staged,
+        &home,
+        &["config.toml", crate::codex::AGENT_FALLBACKS_FILE],
+        request.generation,
+    )?;
+    leave_out_agent_fallbacks(&staged, &home)?;
     let user_skills = real.join("skills");
     for name in fsops::list_names(&user_skills) {
         if name == ".system" {
@@ -306,4 +330,38 @@ pub(super) fn prepare(
         .insert("CODEX_HOME".into(), home.clone().into_os_string());
     prepared.root = Some(home);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listed_fallback_skills_leave_the_home_and_links_and_other_skills_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let staged = dir.path().join("gen/codex-home");
+        let home = dir.path().join("home");
+        for name in ["reviewer", "demo-skill", "planner"] {
+            std::fs::create_dir_all(home.join("skills").join(name)).unwrap();
+            std::fs::write(home.join("skills").join(name).join("SKILL.md"), "x").unwrap();
+        }
+        std::fs::create_dir_all(dir.path().join("mine")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("mine"), home.join("skills/linked")).unwrap();
+        std::fs::create_dir_all(&staged).unwrap();
+        std::fs::write(
+            staged.join(crate::codex::AGENT_FALLBACKS_FILE),
+            "reviewer\nlinked\n../planner\n",
+        )
+        .unwrap();
+
+        leave_out_agent_fallbacks(&staged, &home).unwrap();
+        assert!(!home.join("skills/reviewer").exists());
+        assert!(home.join("skills/demo-skill/SKILL.md").is_file());
+        assert!(home.join("skills/planner/SKILL.md").is_file());
+        assert!(std::fs::symlink_metadata(home.join("skills/linked")).is_ok());
+        // Idempotent, and a generation without the list changes nothing.
+        leave_out_agent_fallbacks(&staged, &home).unwrap();
+        leave_out_agent_fallbacks(&dir.path().join("none"), &home).unwrap();
+        assert!(home.join("skills/demo-skill/SKILL.md").is_file());
+    }
 }

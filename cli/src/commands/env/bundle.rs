@@ -10,6 +10,10 @@
 //! files, each at most 4 MiB, once; it refuses links, devices, directories, traversal, unknown
 //! names, an unknown schema, digest mismatches and invalid definitions, validates in a private
 //! temporary directory, and publishes only when complete, to a destination that does not exist.
+//!
+//! `--with-store` adds the store content the environment needs under `store/` (see
+//! [`super::offline`]); `bundle.json` then lists it as `store`, and import verifies it against the
+//! lock before publishing it into the store and the definition into the environments directory.
 
 use std::collections::BTreeMap;
 use std::io::Read as _;
@@ -22,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use super::definition::{self, DefinitionFiles, CONTRACT_FILE, MAX_FILE_BYTES};
+use super::offline::{self, StoreItem};
 use super::sharing;
 use crate::context::{Context, Home, LOCK_FILE, MANIFEST_FILE};
 use crate::env::{self, EnvVars};
@@ -36,6 +41,8 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 /// The largest bundle file read (four files at the limit, with their headers).
 const MAX_BUNDLE_BYTES: u64 = 4 * MAX_FILE_BYTES + 64 * 1024;
+/// The largest bundle with store content (`--with-store`) read.
+const MAX_STORE_BUNDLE_BYTES: u64 = 4 * super::offline::MAX_ITEM_BYTES;
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {
@@ -44,6 +51,10 @@ pub struct ExportArgs {
     /// The environment to export.
     #[arg(long, value_name = "NAME")]
     pub from: String,
+    /// Also pack the store content the environment needs (its locked packages and the npm
+    /// tarballs of its MCP server trees, zstd-compressed), for machines with no network.
+    #[arg(long)]
+    pub with_store: bool,
 }
 
 #[derive(Debug, Args)]
@@ -62,6 +73,9 @@ struct BundleDescription {
     format: String,
     schema_version: u32,
     files: Vec<BundledFile>,
+    /// `--with-store`: the store items under `store/`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    store: Vec<StoreItem>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -72,12 +86,12 @@ struct BundledFile {
     sha256: String,
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+pub(super) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// The tar bytes of a bundle of `files`.
-fn render(files: &DefinitionFiles) -> Result<Vec<u8>> {
+/// The tar bytes of a bundle of `files` and the store items `store` (with their bytes).
+fn render(files: &DefinitionFiles, store: &[(StoreItem, Vec<u8>)]) -> Result<Vec<u8>> {
     let description = BundleDescription {
         format: FORMAT.to_owned(),
         schema_version: SCHEMA_VERSION,
@@ -90,6 +104,7 @@ fn render(files: &DefinitionFiles) -> Result<Vec<u8>> {
                 sha256: sha256_hex(bytes),
             })
             .collect(),
+        store: store.iter().map(|(item, _)| item.clone()).collect(),
     };
     let mut description = serde_json::to_vec_pretty(&description)?;
     description.push(b'\n');
@@ -108,6 +123,9 @@ fn render(files: &DefinitionFiles) -> Result<Vec<u8>> {
     append(BUNDLE_JSON, &description)?;
     for (name, bytes) in files.named() {
         append(name, bytes)?;
+    }
+    for (item, bytes) in store {
+        append(&item.path, bytes)?;
     }
     Ok(builder.into_inner()?)
 }
@@ -152,7 +170,13 @@ pub fn run_export(ctx: &Context, environments: &Path, args: &ExportArgs) -> Resu
         }
         bail!(message);
     }
-    let bytes = render(&files)?;
+    let store_items = if args.with_store {
+        let store = crate::session::open_store(&Home::from_env()?)?;
+        offline::collect(&store, &lock, &args.from)?
+    } else {
+        Vec::new()
+    };
+    let bytes = render(&files, &store_items)?;
     let parent = output_path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -170,7 +194,14 @@ pub fn run_export(ctx: &Context, environments: &Path, args: &ExportArgs) -> Resu
         ))
     })?;
     if ctx.says() {
-        let names: Vec<&str> = files.named().into_iter().map(|(name, _)| name).collect();
+        let mut names: Vec<String> = files
+            .named()
+            .into_iter()
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        if !store_items.is_empty() {
+            names.push(format!("{} store item(s)", store_items.len()));
+        }
         output::info(&format!(
             "Exported environment `{}` to {} ({}, {BUNDLE_JSON}); review it before sharing: the check cannot find every secret a string may hold",
             args.from,
@@ -200,7 +231,7 @@ fn read_entries(bundle: &Path, bytes: &[u8]) -> Result<BTreeMap<String, Vec<u8>>
         let name = String::from_utf8_lossy(&raw_name).into_owned();
         if name.starts_with('/')
             || name.split(['/', '\\']).any(|part| part == "..")
-            || name.contains('/')
+            || (name.contains('/') && !offline::is_store_entry(&name))
         {
             bail!(
                 "{shown}: the entry `{name}` is a path, not a file name (path traversal is refused); nothing was written\n  fix  re-export it with `agentpack env export`"
@@ -218,7 +249,8 @@ fn read_entries(bundle: &Path, bytes: &[u8]) -> Result<BTreeMap<String, Vec<u8>>
         if let Some(what) = what {
             bail!("{shown}: the entry `{name}` is {what}; a bundle holds only regular files; nothing was written");
         }
-        if !BUNDLE_FILES.contains(&name.as_str()) {
+        let store_entry = offline::is_store_entry(&name);
+        if !BUNDLE_FILES.contains(&name.as_str()) && !store_entry {
             bail!(
                 "{shown}: unexpected entry `{name}`; a bundle holds only {}; nothing was written",
                 BUNDLE_FILES.join(", ")
@@ -227,30 +259,44 @@ fn read_entries(bundle: &Path, bytes: &[u8]) -> Result<BTreeMap<String, Vec<u8>>
         if files.contains_key(&name) {
             bail!("{shown}: the entry `{name}` appears twice; nothing was written");
         }
+        let (limit, limit_text) = if store_entry {
+            (offline::MAX_ITEM_BYTES, "256 MiB")
+        } else {
+            (MAX_FILE_BYTES, "4 MiB")
+        };
         let declared = entry.header().size().unwrap_or(u64::MAX);
-        if declared > MAX_FILE_BYTES {
+        if declared > limit {
             bail!(
-                "{shown}: `{name}` is {declared} bytes, over the {MAX_FILE_BYTES}-byte (4 MiB) limit; nothing was written"
+                "{shown}: `{name}` is {declared} bytes, over the {limit}-byte ({limit_text}) limit; nothing was written"
             );
         }
         let mut content = Vec::new();
         (&mut entry)
-            .take(MAX_FILE_BYTES + 1)
+            .take(limit + 1)
             .read_to_end(&mut content)
             .with_context(|| format!("{shown}: cannot read `{name}`"))?;
-        if content.len() as u64 > MAX_FILE_BYTES {
-            bail!("{shown}: `{name}` is over the {MAX_FILE_BYTES}-byte (4 MiB) limit; nothing was written");
+        if content.len() as u64 > limit {
+            bail!("{shown}: `{name}` is over the {limit}-byte ({limit_text}) limit; nothing was written");
         }
         files.insert(name, content);
     }
     Ok(files)
 }
 
+/// What a bundle holds, checked against its `bundle.json`.
+struct VerifiedBundle {
+    files: DefinitionFiles,
+    /// `--with-store` items (not yet verified against the lock: see [`offline::import`]).
+    store: Vec<StoreItem>,
+    /// Their compressed bytes, by entry name.
+    payloads: BTreeMap<String, Vec<u8>>,
+}
+
 /// Checks the entries against `bundle.json` and returns the definition they hold.
 fn verified_definition(
     bundle: &Path,
     mut entries: BTreeMap<String, Vec<u8>>,
-) -> Result<DefinitionFiles> {
+) -> Result<VerifiedBundle> {
     let shown = bundle.display();
     let Some(description) = entries.remove(BUNDLE_JSON) else {
         bail!(
@@ -293,8 +339,32 @@ fn verified_definition(
             );
         }
     }
+    let mut payloads = BTreeMap::new();
+    for item in &description.store {
+        if !offline::is_store_entry(&item.path) || !listed.insert(item.path.as_str()) {
+            bail!(
+                "{shown}: {BUNDLE_JSON} lists the store item `{}` twice, or not under store/; nothing was written",
+                item.path
+            );
+        }
+        let Some(bytes) = entries.get(&item.path) else {
+            bail!("{shown}: {BUNDLE_JSON} lists `{}`, which the bundle does not hold; nothing was written", item.path);
+        };
+        if bytes.len() as u64 != item.size || sha256_hex(bytes) != item.sha256.to_ascii_lowercase()
+        {
+            bail!(
+                "{shown}: `{}` does not match its SHA-256 in {BUNDLE_JSON} (the bundle is damaged or was changed); nothing was written\n  fix  get an intact copy, or re-export it",
+                item.path
+            );
+        }
+    }
     if let Some(unlisted) = entries.keys().find(|name| !listed.contains(name.as_str())) {
         bail!("{shown}: `{unlisted}` is not listed in {BUNDLE_JSON}; nothing was written");
+    }
+    for item in &description.store {
+        if let Some(bytes) = entries.remove(&item.path) {
+            payloads.insert(item.path.clone(), bytes);
+        }
     }
     let manifest = entries
         .remove(MANIFEST_FILE)
@@ -323,10 +393,14 @@ fn verified_definition(
         definition::check_contract(contract, &in_bundle(CONTRACT_FILE))
             .context("the bundle's contract is invalid; nothing was written")?;
     }
-    Ok(DefinitionFiles {
-        manifest,
-        lock: Some(lock),
-        contract,
+    Ok(VerifiedBundle {
+        files: DefinitionFiles {
+            manifest,
+            lock: Some(lock),
+            contract,
+        },
+        store: description.store,
+        payloads,
     })
 }
 
@@ -343,20 +417,48 @@ pub fn run_import(
     if !meta.is_file() {
         bail!("{} is not a file", bundle.display());
     }
-    if meta.len() > MAX_BUNDLE_BYTES {
+    if meta.len() > MAX_STORE_BUNDLE_BYTES {
         bail!(
-            "{} is {} bytes, larger than any bundle can be ({MAX_BUNDLE_BYTES}); nothing was written",
+            "{} is {} bytes, larger than any bundle can be ({MAX_STORE_BUNDLE_BYTES}); nothing was written",
             bundle.display(),
             meta.len()
         );
     }
     let mut bytes = Vec::new();
     fs_err::File::open(&bundle)?
-        .take(MAX_BUNDLE_BYTES + 1)
+        .take(MAX_STORE_BUNDLE_BYTES + 1)
         .read_to_end(&mut bytes)?;
     let entries = read_entries(&bundle, &bytes)?;
-    let files = verified_definition(&bundle, entries)?;
+    let verified = verified_definition(&bundle, entries)?;
+    let files = verified.files;
+    if verified.store.is_empty() && meta.len() > MAX_BUNDLE_BYTES {
+        bail!(
+            "{} is {} bytes, larger than a bundle without store content can be ({MAX_BUNDLE_BYTES}); nothing was written",
+            bundle.display(),
+            meta.len()
+        );
+    }
     home.ensure()?;
+    if !verified.store.is_empty() {
+        // Validated in a private directory first: the lock the items are verified against is
+        // the one that gets published.
+        let text = String::from_utf8_lossy(files.lock.as_deref().unwrap_or_default()).into_owned();
+        let lock = agentpack_lockfile::Lockfile::parse(&text, &bundle)?;
+        let store = crate::session::open_store(home)?;
+        let imported =
+            offline::import(&store, &lock, &verified.store, &verified.payloads, &bundle)?;
+        for warning in &imported.warnings {
+            output::warn(warning);
+        }
+        if ctx.says() {
+            output::info(&format!(
+                "Verified and published {} package(s) and {} npm tree(s) from {} into the store",
+                imported.packages,
+                imported.npm_trees,
+                bundle.display()
+            ));
+        }
+    }
     definition::publish(environments, &destination, &files, false)?;
     if ctx.says() {
         output::info(&format!(

@@ -14,6 +14,7 @@ pub mod binding;
 pub mod bundle;
 pub mod definition;
 pub mod location;
+pub mod offline;
 pub mod restore;
 pub mod sharing;
 

@@ -156,6 +156,8 @@ pub fn run_restore(ctx: &Context) -> Result<ExitCode> {
             "definition_root": project.root,
             "workspace": project.workspace,
             "packages": lock.packages.len(),
+            // Restore never writes the checkout; with --strict-external that is the contract.
+            "strict_external": ctx.strict_external,
             "downloaded": outcome.downloaded,
             "generation": staged.generation,
             "pointer": staged.pointer,

@@ -51,10 +51,8 @@ pub struct PreflightArgs {
     /// The contract to evaluate (default: contract.json beside agentpack.toml, when there is one).
     #[arg(long, value_name = "FILE")]
     pub contract: Option<PathBuf>,
-    /// Check for a strict external launch: planned workspace writes are violations, and under
-    /// `--policy ci` so is inherited configuration.
-    #[arg(long)]
-    pub strict_external: bool,
+    // `--strict-external` is the global flag (`Context::strict_external`): planned workspace
+    // writes are violations, and under `--policy ci` so is inherited configuration.
 }
 
 /// The inheritance policy.
@@ -311,7 +309,7 @@ fn preflight(ctx: &Context, args: &PreflightArgs) -> std::result::Result<Report,
 
     // Strict external CI: configuration the agent inherits is undeclared, so a violation.
     let inherited_severity = |local: Severity| {
-        if args.strict_external && args.policy == Policy::Ci {
+        if ctx.strict_external && args.policy == Policy::Ci {
             Severity::Violation
         } else {
             local
@@ -363,7 +361,7 @@ fn preflight(ctx: &Context, args: &PreflightArgs) -> std::result::Result<Report,
         }
     }
     for write in &agent_plan.workspace_writes {
-        let (severity, remedy) = if args.strict_external {
+        let (severity, remedy) = if ctx.strict_external {
             (
                 Severity::Violation,
                 "a strict external launch writes nothing in the checkout: use Claude or OpenCode, or drop --strict-external",
@@ -449,7 +447,7 @@ fn preflight(ctx: &Context, args: &PreflightArgs) -> std::result::Result<Report,
             workspace_inputs,
             policy: identity::policy_digest(
                 args.policy.as_str(),
-                args.strict_external,
+                ctx.strict_external,
                 contract_bytes.as_deref(),
             ),
             generation: staged
