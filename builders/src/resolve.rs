@@ -153,6 +153,15 @@ pub enum ResolutionError {
         /// The commit.
         commit: String,
     },
+    /// A cached copy differs from the lock's content hash and no verified source (the kept repo
+    /// snapshot, a download) could restore it: offline, or no usable snapshot.
+    #[error("{}", unrestored_message(.mismatch, .why))]
+    Unrestored {
+        /// The [`ResolutionError::CacheMismatch`].
+        mismatch: Box<ResolutionError>,
+        /// Why it could not be restored.
+        why: String,
+    },
     /// A fresh download differs from the lock's content hash.
     #[error(
         "fetched content does not match pack.lock: {module}\n  expected  {expected}\n  actual    {actual}\n  commit    {commit}\n  fix       restore pack.lock from version control (--repair cannot fix this)"
@@ -189,6 +198,16 @@ pub enum ResolutionError {
         /// The cause.
         source: std::io::Error,
     },
+}
+
+/// A [`ResolutionError::CacheMismatch`] with a `restore` line (why no verified source restored it)
+/// before its remedy.
+fn unrestored_message(mismatch: &ResolutionError, why: &str) -> String {
+    let text = mismatch.to_string();
+    match text.split_once("\n  repair") {
+        Some((head, remedy)) => format!("{head}\n  restore   {why}\n  repair{remedy}"),
+        None => format!("{text}\n  restore   {why}"),
+    }
 }
 
 impl From<ResolveError> for ResolutionError {
@@ -782,13 +801,37 @@ impl Run<'_, '_> {
                     path: cache,
                     actual,
                 } => {
-                    return Err(ResolutionError::CacheMismatch {
-                        module: module.to_owned(),
-                        expected: expected.to_string(),
-                        actual: actual.to_string(),
+                    // An edit through a staged hard link: restored from a verified source, or
+                    // the command stops with the `sync --repair` remedy when none is reachable.
+                    let tree = self.next_dir("github");
+                    let damaged = crate::fetch::Damaged {
+                        cache_key: &cache_key,
+                        expected,
                         cache,
-                        commit: commit.to_string(),
-                    })
+                        actual,
+                    };
+                    let restored = crate::fetch::restore_damaged(
+                        self.env.fetcher,
+                        store,
+                        module,
+                        &repo,
+                        commit.as_str(),
+                        &path,
+                        damaged,
+                        &tree,
+                    );
+                    self.warnings.extend(self.env.fetcher.take_warnings());
+                    let (slot, warning) = restored?;
+                    self.warnings.push(warning);
+                    return self.node(
+                        module,
+                        &repo,
+                        &path,
+                        commit,
+                        cache_key,
+                        Some(expected.clone()),
+                        slot,
+                    );
                 }
                 SlotCheck::Missing => {}
             }

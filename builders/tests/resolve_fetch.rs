@@ -362,7 +362,7 @@ fn lock_without_network_uses_the_warm_store_and_cached_metadata() {
 }
 
 #[test]
-fn an_edited_cache_entry_stops_the_fetch_and_repair_restores_it() {
+fn an_edited_cache_entry_is_restored_from_github_and_stops_the_fetch_offline() {
     use std::os::unix::fs::PermissionsExt;
     let gh = FakeGitHub::start();
     let repo = gh.repo("acme", "skills");
@@ -377,22 +377,50 @@ fn an_edited_cache_entry_stops_the_fetch_and_repair_restores_it() {
     std::fs::set_permissions(&slot, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::write(slot.join("EXTRA.md"), "edited").unwrap();
 
-    let fetcher = fetcher(&gh, &env);
+    // Offline (no kept snapshot: this fetcher has no store): stops with the remedy.
+    gh.set_rest_down(Some(500));
+    gh.set_git_http_enabled(false);
     let error = env
-        .fetch(&fetcher, &lock, FetchOptions::default())
+        .fetch(&fetcher(&gh, &env), &lock, FetchOptions::default())
         .unwrap_err();
     let message = error.to_string();
     assert!(
-        matches!(error, ResolutionError::CacheMismatch { .. }),
+        matches!(error, ResolutionError::Unrestored { .. }),
         "{message}"
     );
     assert!(
         message.starts_with("content hash mismatch: github.com/acme/skills/demo"),
         "{message}"
     );
+    assert!(
+        message.contains(
+            "\n  restore   no verified source: no usable kept snapshot, and cannot download github.com/acme/skills at"
+        ),
+        "{message}"
+    );
     assert!(message.contains("agentpack sync --repair"), "{message}");
     assert!(slot.join("EXTRA.md").exists(), "left as found");
 
+    // Online: a plain fetch downloads, verifies, replaces the copy and names the file.
+    gh.set_rest_down(None);
+    gh.set_git_http_enabled(true);
+    let restored = env
+        .fetch(&fetcher(&gh, &env), &lock, FetchOptions::default())
+        .unwrap();
+    assert!(
+        restored.warnings.iter().any(|w| w.starts_with(
+            "restored github.com/acme/skills/demo: EXTRA.md (edited through a hard link?)"
+        )),
+        "{:?}",
+        restored.warnings
+    );
+    let now = restored.slots["github.com/acme/skills/demo"].clone();
+    assert!(!now.join("EXTRA.md").exists(), "{}", now.display());
+
+    // `--repair` replaces a damaged copy too, and reports it as repaired.
+    std::fs::set_permissions(&now, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(now.join("EXTRA.md"), "edited").unwrap();
+    let fetcher = fetcher(&gh, &env);
     let repaired = env
         .fetch(&fetcher, &lock, FetchOptions { repair: true })
         .unwrap();

@@ -111,6 +111,9 @@ pub enum Command {
     /// Check, offline and writing nothing, what an agent will load; evaluate contract.json.
     Preflight(commands::preflight::PreflightArgs),
 
+    /// Run the real agent against the staged tree (no model request) and write a receipt.
+    Probe(commands::probe::ProbeArgs),
+
     /// Manage [modes] in agentpack.toml.
     Mode(commands::mode::ModeArgs),
 

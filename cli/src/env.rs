@@ -57,6 +57,8 @@ impl EnvVars {
         "AGENTPACK_PROXY_UPSTREAM_TIMEOUT_SECS";
     /// Claude Code's API base URL: the proxy's default upstream, replaced for the launched agent.
     pub const ANTHROPIC_BASE_URL: &'static str = "ANTHROPIC_BASE_URL";
+    /// `agentpack probe`: seconds one native client process may run (default 30).
+    pub const AGENTPACK_PROBE_TIMEOUT_SECS: &'static str = "AGENTPACK_PROBE_TIMEOUT_SECS";
     /// Seconds (or `500ms`, `2m`) to open a connection to GitHub or an npm registry (default 30s).
     pub const AGENTPACK_CONNECT_TIMEOUT: &'static str = LimitKind::ConnectTimeout.variable();
     /// How long one read of a download may wait for bytes before it fails (default 60s).

@@ -103,7 +103,11 @@ fn project_with_path_package(home: &IsolatedHome) {
     write(&package, "skills/shared/SKILL.md", &skill("shared"));
     ok(home, &["init", "--name", "demo"]);
     ok(home, &["add", "../pkg", "--no-sync"]);
-    write(&home.project, "contract.json", "{\"require\": []}\n");
+    write(
+        &home.project,
+        "contract.json",
+        "{\"schema_version\": 1, \"requirements\": []}\n",
+    );
 }
 
 /// The environment `team` made from an empty definition, with `manifest_extra` appended.
@@ -147,7 +151,7 @@ fn env_init_from_copies_the_definition_and_rebases_path_dependencies() {
     );
     assert_eq!(
         std::fs::read_to_string(env.join("contract.json")).unwrap(),
-        "{\"require\": []}\n"
+        "{\"schema_version\": 1, \"requirements\": []}\n"
     );
     // The source project is untouched.
     assert_eq!(
@@ -572,7 +576,11 @@ env = { MEMORY_TOKEN = "${MEMORY_TOKEN}" }
 fn env_export_then_import_round_trips_the_definition_unchanged() {
     let home = IsolatedHome::new();
     let env = environment_with(&home, SHAREABLE_MCP);
-    write(&env, "contract.json", "{\"require\": [\"skills\"]}\n");
+    write(
+        &env,
+        "contract.json",
+        "{\"schema_version\": 1, \"description\": \"skills\", \"requirements\": []}\n",
+    );
     let bundle = home.project.join("team.bundle");
 
     ok(&home, &["env", "export", "team.bundle", "--from", "team"]);
@@ -1037,7 +1045,11 @@ fn exported_github_environment(home: &IsolatedHome, gh: &Remotes) -> PathBuf {
         lock.contains("@demo/mcp") && lock.contains("1.0.0"),
         "{lock}"
     );
-    write(&home.project, "contract.json", "{\"require\": []}\n");
+    write(
+        &home.project,
+        "contract.json",
+        "{\"schema_version\": 1, \"requirements\": []}\n",
+    );
     ok_gh(
         home,
         gh,

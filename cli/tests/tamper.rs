@@ -1,7 +1,8 @@
 //! Nothing staged that was not verified, through the binary: an edit through a staged hard link never
 //! becomes a path package's recorded hash, `sync --verify-only` finds a deleted package store path, a
 //! replaced blob is never linked into a new generation, and a plain `sync` restores an edited staged
-//! file from a verified source and names it.
+//! file from a verified source and names it (a GitHub package from its kept repository snapshot or a
+//! download; offline with neither it stops with the remedy and changes nothing).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure
 
@@ -296,4 +297,179 @@ fn a_plain_sync_restores_a_same_size_edit_through_a_hard_link_and_names_the_file
     );
     ok(&home, &["sync", "--verify-only"]);
     ok(&home, &["store", "verify"]);
+}
+
+/// A project with the GitHub package `acme/skills@^1` (the demo skill at the repository root), synced.
+fn project_with_github_package(github: &FakeGitHub) -> IsolatedHome {
+    let home = IsolatedHome::new();
+    let repo = github.repo("acme", "skills");
+    repo.write(
+        "SKILL.md",
+        "---\nname: demo\ndescription: the demo skill\n---\n\nDo demo things.\n",
+    );
+    repo.commit("demo");
+    repo.tag("v1.0.0");
+    run_with(&home, github, &["init"]);
+    run_with(&home, github, &["add", "acme/skills@^1"]);
+    run_with(&home, github, &["sync"]);
+    home
+}
+
+/// The staged SKILL.md of the GitHub package.
+fn staged_demo(home: &IsolatedHome) -> PathBuf {
+    home.staging_root
+        .join("modes/default/plugins/agentpack-bundle/skills/demo/SKILL.md")
+}
+
+/// The kept repository snapshots of acme/skills in the store.
+fn kept_snapshots(home: &IsolatedHome) -> Vec<PathBuf> {
+    let v1 = home.agentpack_home.join("cache/store/v1");
+    std::fs::read_dir(&v1)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            path.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .ends_with("-snapshot-acme-skills")
+        })
+        .collect()
+}
+
+/// The store copy of the GitHub package (the path its cache slot names).
+fn github_store_copy(home: &IsolatedHome) -> PathBuf {
+    std::fs::canonicalize(
+        home.agentpack_home
+            .join("cache")
+            .join(lock_field(home, "cache_key")),
+    )
+    .unwrap()
+}
+
+/// `sync --verify-only` names the damaged package (and drops the no-op fast path).
+fn fails_with_damage(home: &IsolatedHome) {
+    let output = run(home, &["sync", "--verify-only"]);
+    let text = said(&output);
+    assert!(!output.status.success(), "{text}");
+    assert!(text.contains("damaged   github.com/acme/skills"), "{text}");
+}
+
+const RESTORED: &str = "restored github.com/acme/skills: SKILL.md (edited through a hard link?)";
+
+#[test]
+fn a_plain_sync_restores_a_damaged_github_package_from_the_kept_snapshot_offline() {
+    let github = FakeGitHub::start();
+    let home = project_with_github_package(&github);
+    assert_eq!(kept_snapshots(&home).len(), 1, "the snapshot is kept");
+    let lock = std::fs::read_to_string(home.project.join("pack.lock")).unwrap();
+    // The store copy's SKILL.md replaced by other bytes (an editor saving by rename: the blob and
+    // the kept snapshot keep the original bytes).
+    let copy = github_store_copy(&home);
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let forged = copy.join("forged.tmp");
+    std::fs::write(
+        &forged,
+        "---\nname: demo\ndescription: FORGED\n---\n\nFORGED\n",
+    )
+    .unwrap();
+    std::fs::rename(&forged, copy.join("SKILL.md")).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o555)).unwrap();
+
+    // GitHub unreachable: the kept snapshot (re-hashed first) is the verified source. (The no-op
+    // fast path does not hash packages; `--verify-only` finds the damage and drops it.)
+    fails_with_damage(&home);
+    let output = run(&home, &["sync"]);
+    let text = said(&output);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains(RESTORED), "{text}");
+    assert!(!text.contains("content hash mismatch"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(home.project.join("pack.lock")).unwrap(),
+        lock
+    );
+    assert!(
+        !std::fs::read_to_string(github_store_copy(&home).join("SKILL.md"))
+            .unwrap()
+            .contains("FORGED")
+    );
+    assert!(!std::fs::read_to_string(staged_demo(&home))
+        .unwrap()
+        .contains("FORGED"));
+    ok(&home, &["sync", "--verify-only"]);
+}
+
+#[test]
+fn a_plain_sync_restores_a_github_package_edited_through_a_hard_link_by_downloading_it() {
+    let github = FakeGitHub::start();
+    let home = project_with_github_package(&github);
+    run_with(&home, &github, &["gc"]);
+    assert!(kept_snapshots(&home).is_empty(), "gc removed the snapshot");
+    let store_file = std::fs::canonicalize(staged_demo(&home)).unwrap();
+    edit_in_place(&store_file, "INJECTED\n");
+    github.reset_counters();
+
+    fails_with_damage(&home);
+    let text = run_with(&home, &github, &["sync"]);
+    assert!(text.contains(RESTORED), "{text}");
+    assert!(
+        github.count(agentpack_test_support::Endpoint::Tarball, "acme", "skills") > 0
+            || github.count(agentpack_test_support::Endpoint::GitHttp, "acme", "skills") > 0,
+        "restored by a download"
+    );
+    let staged = std::fs::read_to_string(staged_demo(&home)).unwrap();
+    assert!(
+        !staged.contains("INJECTED"),
+        "the injected bytes are staged"
+    );
+    assert!(
+        !std::fs::read_to_string(github_store_copy(&home).join("SKILL.md"))
+            .unwrap()
+            .contains("INJECTED")
+    );
+    run_with(&home, &github, &["sync", "--verify-only"]);
+}
+
+#[test]
+fn a_damaged_github_package_with_no_verified_source_stops_the_sync_with_the_remedy() {
+    let github = FakeGitHub::start();
+    let home = project_with_github_package(&github);
+    run_with(&home, &github, &["gc"]);
+    assert!(kept_snapshots(&home).is_empty(), "gc removed the snapshot");
+    let lock = std::fs::read_to_string(home.project.join("pack.lock")).unwrap();
+    let pointer = std::fs::read_link(home.staging_root.join("modes/default")).unwrap();
+    let store_file = std::fs::canonicalize(staged_demo(&home)).unwrap();
+    edit_in_place(&store_file, "INJECTED\n");
+
+    // Offline (GitHub unreachable) and no kept snapshot.
+    fails_with_damage(&home);
+    let output = run(&home, &["sync"]);
+    let text = said(&output);
+    assert!(!output.status.success(), "{text}");
+    assert!(
+        text.contains("content hash mismatch: github.com/acme/skills"),
+        "{text}"
+    );
+    assert!(text.contains("agentpack sync --repair"), "{text}");
+    assert!(
+        text.contains("restore   no verified source: no usable kept snapshot, and cannot download github.com/acme/skills"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.project.join("pack.lock")).unwrap(),
+        lock,
+        "the lock is untouched"
+    );
+    assert_eq!(
+        std::fs::read_link(home.staging_root.join("modes/default")).unwrap(),
+        pointer,
+        "staging is untouched"
+    );
+    assert!(
+        std::fs::read_to_string(github_store_copy(&home).join("SKILL.md"))
+            .unwrap()
+            .contains("INJECTED")
+    );
+    // Back online, the remedy works.
+    run_with(&home, &github, &["sync", "--repair"]);
+    run_with(&home, &github, &["sync", "--verify-only"]);
 }

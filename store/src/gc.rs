@@ -7,7 +7,8 @@
 //! path's `references`. Unreachable store paths are renamed to a hidden name in their own directory
 //! (which needs no permission on the sealed tree, so a regular user can) and then removed directory by
 //! directory, each made writable first; blobs no live manifest or temp root names and whose only link
-//! is the blob itself are deleted; `.tmp/` leftovers of dead builds and metadata without a store path
+//! is the blob itself are deleted, with the stamps (`stamps/<uid>/...`) of every blob that is gone;
+//! `.tmp/` leftovers of dead builds and metadata without a store path
 //! are removed. Stale roots are removed.
 //!
 //! Only what really went is counted (bytes: allocated blocks, as `du` counts them). Only an entry's
@@ -34,6 +35,7 @@ use crate::fsutil::{self, unique_name};
 use crate::lock::{try_lock_file, LockKind};
 use crate::meta::StorePathMeta;
 use crate::names::StorePathName;
+use crate::publish::STAMPS;
 use crate::roots::{LeaseState, RootOwner};
 use crate::store::{
     Store, BLOBS, GCROOTS, GENERATIONS, HOSTS, INDIRECT, LEASES, META, TEMPROOTS, TMP,
@@ -585,6 +587,11 @@ pub fn gc(store: &Store, options: GcOptions) -> Result<GcReport> {
         }
     }
 
+    // The stamps of blobs that are gone (a cache of each user's checks, see `publish`).
+    if !dry {
+        sweep.report.bytes_freed += sweep_stamps(store);
+    }
+
     // Leftovers in .tmp (dead builds; live ones hold their lock) and orphaned metadata.
     let tmp = store.dir.join(TMP);
     for entry in fs_err::read_dir(&tmp).ctx("list", &tmp)? {
@@ -692,6 +699,50 @@ pub fn gc(store: &Store, options: GcOptions) -> Result<GcReport> {
 const GC_ASIDE_PREFIX: &str = ".gc-";
 
 /// One warning per owner of what could not be removed (with the remedy), and one per failure.
+/// Removes every blob stamp (`stamps/<uid>/<2hex>/<blob>`) this user can reach whose blob is gone:
+/// those of the blobs this GC deleted and any a killed run left. Best effort, like the stamps: a
+/// stamp left behind costs nothing but a file (a new blob of that name has another inode, so the
+/// stale stamp only makes its first link re-hash it). Another user's stamps sit in their 0700
+/// directory: theirs (or root's) to collect. Stamp temp files (`.stamp-*`) are left alone.
+/// Removes the stamps of blobs that are gone; returns the bytes that frees (counted like every
+/// other removal, so `bytes_freed` matches what `du` sees go).
+fn sweep_stamps(store: &Store) -> u64 {
+    let stamps = store.dir.join(STAMPS);
+    let blobs = store.dir.join(BLOBS);
+    let mut freed = 0;
+    let Ok(users) = std::fs::read_dir(&stamps) else {
+        return freed;
+    };
+    for user in users.flatten() {
+        let Ok(shards) = std::fs::read_dir(user.path()) else {
+            continue;
+        };
+        for shard in shards.flatten() {
+            let Ok(entries) = std::fs::read_dir(shard.path()) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                if name.to_string_lossy().starts_with('.') {
+                    continue;
+                }
+                let blob = blobs.join(shard.file_name()).join(&name);
+                let gone = matches!(
+                    std::fs::symlink_metadata(&blob),
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound
+                );
+                if gone {
+                    let meta = entry.metadata();
+                    if std::fs::remove_file(entry.path()).is_ok() {
+                        freed += meta.map_or(0, |meta| fsutil::freed_by_removing(&meta));
+                    }
+                }
+            }
+        }
+    }
+    freed
+}
+
 fn not_removed_warnings(not_removed: &[NotRemoved], dry: bool) -> Vec<String> {
     let me = fsutil::euid();
     let mut by_owner: std::collections::BTreeMap<u32, usize> = std::collections::BTreeMap::new();

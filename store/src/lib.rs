@@ -62,7 +62,7 @@ pub use fsutil::{ensure_shared_dir, filesystem_kind, FilesystemKind};
 pub use gc::{gc, GcOptions, GcReport, NotRemoved, RootCounts};
 pub use host::process_start_time;
 pub use index::{tables, Index};
-pub use info::{info, StoreInfo};
+pub use info::{info, AllocatedBytes, StoreInfo};
 pub use link::{LinkMethod, LinkMode, LINK_MODE_ENV};
 pub use materialize::MaterializeReport;
 pub use meta::{Entry, PathKind, StorePathMeta};

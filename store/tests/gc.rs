@@ -320,3 +320,86 @@ fn a_reference_to_a_path_published_later_is_harmless_until_then_and_keeps_it_aft
     assert!(store.get(&later).is_some(), "the reference keeps it");
     assert!(current.path().is_dir());
 }
+
+/// The stamp files (`stamps/<uid>/<2hex>/<blob>`) in the store, by blob file name.
+fn stamp_names(store: &Store) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let stamps = store.store_dir().join("stamps");
+    let Ok(users) = std::fs::read_dir(stamps) else {
+        return names;
+    };
+    for user in users {
+        for shard in std::fs::read_dir(user.unwrap().path()).unwrap() {
+            for stamp in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+                let name = stamp.unwrap().file_name().to_string_lossy().into_owned();
+                if !name.starts_with('.') {
+                    names.insert(name);
+                }
+            }
+        }
+    }
+    names
+}
+
+/// The blob file names in the store.
+fn blob_names(store: &Store) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    for shard in std::fs::read_dir(store.store_dir().join("blobs")).unwrap() {
+        let shard = shard.unwrap();
+        if !shard.file_type().unwrap().is_dir() {
+            continue;
+        }
+        for blob in std::fs::read_dir(shard.path()).unwrap() {
+            names.insert(blob.unwrap().file_name().to_string_lossy().into_owned());
+        }
+    }
+    names
+}
+
+#[test]
+fn gc_removes_the_stamps_of_the_blobs_it_deletes_and_keeps_the_others() {
+    let dir = TestDir::new();
+    let (kept, loose);
+    {
+        let store = open_store(dir.path(), LinkMode::Hardlink);
+        kept = package(&store, dir.path(), "kept");
+        loose = package(&store, dir.path(), "loose");
+        store.set_slot("kept-key", &kept).unwrap();
+    }
+    let store = open_store(dir.path(), LinkMode::Hardlink);
+    let blobs_before = blob_names(&store);
+    let stamps_before = stamp_names(&store);
+    assert!(
+        blobs_before.iter().all(|blob| stamps_before.contains(blob)),
+        "publishing stamps every blob: {blobs_before:?} {stamps_before:?}"
+    );
+
+    // A dry run removes no stamp.
+    gc(
+        &store,
+        GcOptions {
+            dry_run: true,
+            ..no_temp_roots()
+        },
+    )
+    .unwrap();
+    assert_eq!(stamp_names(&store), stamps_before);
+
+    let report = gc(&store, no_temp_roots()).unwrap();
+    assert_eq!(report.store_paths_removed, vec![loose.name().to_string()]);
+    assert!(report.blobs_removed >= 1, "{report:?}");
+    let blobs_after = blob_names(&store);
+    let deleted: Vec<&String> = blobs_before.difference(&blobs_after).collect();
+    assert!(!deleted.is_empty());
+    let stamps_after = stamp_names(&store);
+    for blob in &deleted {
+        assert!(!stamps_after.contains(*blob), "the stamp of {blob} stayed");
+    }
+    for blob in &blobs_after {
+        if stamps_before.contains(blob) {
+            assert!(stamps_after.contains(blob), "the stamp of kept {blob} went");
+        }
+    }
+    assert!(kept.path().is_dir());
+    assert!(verify(&store, VerifyOptions::default()).unwrap().is_clean());
+}

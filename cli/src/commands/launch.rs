@@ -18,6 +18,9 @@
 //! checkout. Claude Code (`--plugin-dir`, `--settings`), OpenCode (`OPENCODE_CONFIG_DIR`), Codex
 //! (`CODEX_HOME`) and Grok (`GROK_HOME`) get theirs from outside it; Cursor and Antigravity read a
 //! workspace overlay and are refused before anything is staged or written.
+//! When the definition has `contract.json`, a strict launch evaluates it for its agent after
+//! staging, under the generation's lease, with preflight's evaluation ([`contract_refusal`]), and
+//! refuses to start the agent on a violation (exit 3) or a required unknown (exit 4).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -104,6 +107,18 @@ pub fn run(ctx: &Context, agent: Agent, args: &LaunchArgs) -> Result<ExitCode> {
         }
     };
 
+    // `--strict-external`: the default contract, evaluated under the lease, before the agent starts.
+    if ctx.strict_external {
+        let refusal = contract_refusal(ctx, agent);
+        if let Some((code, error)) = refusal {
+            if let Some(lease) = &lease {
+                let _ = store.release_lease(lease);
+            }
+            output::print_error(&error);
+            return Ok(ExitCode::from(code));
+        }
+    }
+
     let result = launch_with_lease(
         ctx,
         agent,
@@ -135,6 +150,45 @@ pub fn refuse_workspace_overlay(agent: Agent) -> Result<()> {
         "--strict-external: cannot launch {} without writing into the checkout: {why}; nothing was written\n  fix  launch Claude Code, OpenCode, Codex or Grok, or drop --strict-external",
         agent.display_name()
     )
+}
+
+/// `--strict-external`: evaluates `contract.json` beside the definition (when there is one) for
+/// `agent` under the `local` policy, as `agentpack preflight` does, and returns the exit code and
+/// the error naming each blocking finding when the contract does not hold.
+fn contract_refusal(ctx: &Context, agent: Agent) -> Option<(u8, anyhow::Error)> {
+    let evaluation = match crate::commands::preflight::evaluate_default_contract(
+        ctx,
+        agent,
+        crate::commands::preflight::Policy::Local,
+    ) {
+        Ok(None) => return None,
+        Ok(Some(evaluation)) if evaluation.exit_code == 0 => return None,
+        Ok(Some(evaluation)) => evaluation,
+        Err(error) => {
+            return Some((
+                5,
+                error.context("--strict-external: cannot evaluate the contract"),
+            ))
+        }
+    };
+    let mut message = format!(
+        "--strict-external: not launching {}: the contract {} does not hold (preflight exit {}); {} was not started",
+        agent.display_name(),
+        evaluation.contract.display(),
+        evaluation.exit_code,
+        agent.display_name()
+    );
+    for (finding, remedy) in &evaluation.blocking {
+        message.push_str(&format!("\n  {finding}"));
+        if !remedy.is_empty() {
+            message.push_str(&format!("\n    fix  {remedy}"));
+        }
+    }
+    message.push_str(&format!(
+        "\n  fix  run `agentpack --strict-external preflight --agent {}` for the full report",
+        agent.as_str()
+    ));
+    Some((evaluation.exit_code, anyhow::anyhow!(message)))
 }
 
 /// `--strict-external`: a launch removes the workspace links an earlier Cursor or Antigravity

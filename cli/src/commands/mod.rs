@@ -14,6 +14,7 @@ pub mod mcp_exec;
 pub mod mode;
 pub mod mode_tui;
 pub mod preflight;
+pub mod probe;
 pub mod retired_homes;
 mod rollback_record;
 pub mod store;
@@ -64,6 +65,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Sync(args) => sync::run(&ctx, &args),
         // Pure: takes no project lock and writes nothing.
         Command::Preflight(args) => preflight::run(&ctx, &args),
+        Command::Probe(args) => probe::run(&ctx, &args),
         Command::Mode(args) => mode::run(&ctx, &args),
         Command::Rollback(args) => mode::run_rollback(&ctx, &args),
         Command::Gc(args) => store::run_gc(&ctx, &args),

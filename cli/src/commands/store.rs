@@ -96,7 +96,7 @@ pub fn run_store(ctx: &Context, args: &StoreArgs) -> Result<ExitCode> {
                     None => info.link_mode.to_string(),
                 };
                 output::stdout(&format!(
-                    "location     {}\nfilesystem   {}\nlink mode    {}\nindex        {}\nstore paths  {}\nblobs        {}\nslots        {}\napparent     {}\non disk      {}\ndedup ratio  {:.2}\n",
+                    "location     {}\nfilesystem   {}\nlink mode    {}\nindex        {}\nstore paths  {}\nblobs        {}\nslots        {}\n{}",
                     info.location.display(),
                     filesystem,
                     link,
@@ -104,9 +104,7 @@ pub fn run_store(ctx: &Context, args: &StoreArgs) -> Result<ExitCode> {
                     info.store_paths,
                     info.blobs,
                     info.slots,
-                    human_bytes(info.apparent_bytes),
-                    human_bytes(info.disk_bytes),
-                    info.dedup_ratio,
+                    info_bytes(&info),
                 ))?;
             }
             Ok(ExitCode::SUCCESS)
@@ -179,6 +177,24 @@ fn verify_store(ctx: &Context, store: &agentpack_store::Store, repair: bool) -> 
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The byte lines of `store info`: allocated bytes (what `du` counts) by part, then logical sizes.
+fn info_bytes(info: &agentpack_store::StoreInfo) -> String {
+    let allocated = &info.allocated;
+    format!(
+        "allocated    {} (on disk, as `du -s` counts: every inode once, directories, symlinks and metadata included)\n  blobs        {}\n  store paths  {} (directories, symlinks, files not linked to a blob)\n  metadata     {}\n  index        {}\n  stamps       {} (one per blob)\n  other        {} (roots, generation histories, leases, .tmp)\nunique content {} (file sizes of the distinct files, each once)\napparent     {} (file sizes of every store path's files as independent copies)\ndedup ratio  {:.2} (allocated as independent copies / allocated for the store paths, each inode once)\n",
+        human_bytes(allocated.total),
+        human_bytes(allocated.blobs),
+        human_bytes(allocated.store_paths),
+        human_bytes(allocated.metadata),
+        human_bytes(allocated.index),
+        human_bytes(allocated.stamps),
+        human_bytes(allocated.other),
+        human_bytes(info.unique_content_bytes),
+        human_bytes(info.apparent_bytes),
+        info.dedup_ratio,
+    )
 }
 
 /// The one-line summary of a GC: only what really went is counted (`--dry-run`: what would go).

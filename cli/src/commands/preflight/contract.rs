@@ -4,8 +4,8 @@
 //! rejects (unknown keys, categories, properties, targets, predicates, evidence levels, scopes,
 //! duplicate ids, allowances without a known requirement or a rationale). Evaluation never promotes
 //! evidence: a property known from the lock (`declared`) never satisfies a `generated` requirement,
-//! and nothing here is `observed` (that needs a probe receipt, which this version has not): an
-//! observed requirement stays unknown (`RECEIPT_MISSING`). Pure: no I/O but what the caller passes.
+//! and only a current probe receipt answers `observed` (through the caller's `observed` lookup):
+//! without one an observed requirement stays unknown. Pure: no I/O but what the caller passes.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -178,6 +178,29 @@ pub struct Contract {
     pub unknown_required: UnknownRequired,
     pub requirements: Vec<Requirement>,
     pub allowances: Vec<Allowance>,
+    /// `inheritance.allow`: the inherited places declared as intended, as `<scope>:<place>`
+    /// (`user:~/.claude/skills`, `workspace:CLAUDE.md`); a declared place and everything under
+    /// it is reported as info, never a violation.
+    pub inheritance_allowed: Vec<String>,
+}
+
+impl Contract {
+    /// Whether the inherited place `shown` (as `inherit` shows it) of `scope` is declared.
+    pub fn declares_inherited(&self, scope: &str, shown: &str) -> bool {
+        let shown = shown.trim_end_matches('/');
+        self.inheritance_allowed.iter().any(|entry| {
+            entry
+                .split_once(':')
+                .is_some_and(|(declared_scope, place)| {
+                    let place = place.trim_end_matches('/');
+                    declared_scope == scope
+                        && (shown == place
+                            || shown
+                                .strip_prefix(place)
+                                .is_some_and(|rest| rest.starts_with('/')))
+                })
+        })
+    }
 }
 
 /// What validation rejected, at a JSON path.
@@ -239,6 +262,7 @@ pub fn parse(bytes: &[u8]) -> Result<Contract, ContractError> {
             "unknown_required",
             "requirements",
             "allowances",
+            "inheritance",
         ],
     )?;
     match top.get("schema_version") {
@@ -326,11 +350,94 @@ pub fn parse(bytes: &[u8]) -> Result<Contract, ContractError> {
         }
         Some(_) => return Err(reject("$.allowances", "must be an array")),
     }
+    let inheritance_allowed = parse_inheritance(top.get("inheritance"))?;
     Ok(Contract {
         unknown_required,
         requirements,
         allowances,
+        inheritance_allowed,
     })
+}
+
+/// The inherited places of `scope` some agent reads, as shown (`~/.claude/skills`, `.cursor/`).
+fn known_inherited_places(scope: &str) -> Vec<String> {
+    let mut known: Vec<String> = agentpack_harness::Agent::ALL
+        .into_iter()
+        .flat_map(|agent| {
+            super::inherit::places_for(
+                agent,
+                std::path::Path::new("/workspace"),
+                Some(std::path::Path::new("/home")),
+                Some(std::path::Path::new("/config")),
+            )
+        })
+        .filter(|place| place.scope == scope)
+        .map(|place| place.shown)
+        .collect();
+    known.sort();
+    known.dedup();
+    known
+}
+
+/// `inheritance: {"allow": ["user:~/.claude/skills", "workspace:CLAUDE.md"]}`.
+fn parse_inheritance(value: Option<&Value>) -> Result<Vec<String>, ContractError> {
+    let object = match value {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Object(object)) => object,
+        Some(_) => return Err(reject("$.inheritance", "must be an object")),
+    };
+    only_keys(object, "$.inheritance", &["allow"])?;
+    let items = match object.get("allow") {
+        None => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(reject("$.inheritance.allow", "must be an array")),
+    };
+    let mut allowed = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let path = format!("$.inheritance.allow[{index}]");
+        let Value::String(entry) = item else {
+            return Err(reject(
+                path,
+                "must be a string such as \"user:~/.claude/skills\"",
+            ));
+        };
+        let Some((scope, place)) = entry.split_once(':') else {
+            return Err(reject(
+                path,
+                format!("`{entry}` has no scope: write `user:<place>` or `workspace:<place>`"),
+            ));
+        };
+        if !matches!(scope, "user" | "workspace") {
+            return Err(reject(
+                path,
+                format!("`{scope}` is not a scope of inherited configuration (user, workspace)"),
+            ));
+        }
+        if place.trim_end_matches('/').is_empty() {
+            return Err(reject(path, "names no place after the scope"));
+        }
+        let known = known_inherited_places(scope);
+        let probe = Contract {
+            unknown_required: UnknownRequired::Fail,
+            requirements: Vec::new(),
+            allowances: Vec::new(),
+            inheritance_allowed: vec![entry.clone()],
+        };
+        if !known
+            .iter()
+            .any(|shown| probe.declares_inherited(scope, shown))
+        {
+            return Err(reject(
+                path,
+                format!(
+                    "`{place}` is not an inherited {scope} place any agent reads (known: {})",
+                    known.join(", ")
+                ),
+            ));
+        }
+        allowed.push(entry.clone());
+    }
+    Ok(allowed)
 }
 
 fn parse_requirement(item: &Value, path: &str) -> Result<Requirement, ContractError> {
@@ -549,12 +656,14 @@ pub struct Outcome {
     pub message: String,
 }
 
-/// Evaluates `requirement` for `agent`, with `lookup` answering what the plan knows.
+/// Evaluates `requirement` for `agent`, with `lookup` answering what the plan knows and
+/// `observed` what a current probe receipt observed (`Known::Unknown` when there is none).
 pub fn evaluate(
     contract: &Contract,
     requirement: &Requirement,
     agent: &str,
     lookup: &dyn Fn(&Requirement) -> Known,
+    observed: &dyn Fn(&Requirement) -> Known,
 ) -> Outcome {
     let mut outcome = Outcome {
         id: requirement.id.clone(),
@@ -582,17 +691,15 @@ pub fn evaluate(
         outcome.blocking = contract.unknown_required == UnknownRequired::Fail;
         outcome.message = why;
     };
-    if needs_observation {
-        outcome.needs_receipt = true;
-        unknown(
-            &mut outcome,
-            "needs observed evidence, and there is no probe receipt (RECEIPT_MISSING): planned or locked evidence is never promoted to observed".to_owned(),
-        );
-        return outcome;
-    }
-    let (value, grade) = match lookup(requirement) {
+    let known = if needs_observation {
+        observed(requirement)
+    } else {
+        lookup(requirement)
+    };
+    let (value, grade) = match known {
         Known::Value(value, grade) => (value, grade),
         Known::Unknown(why) => {
+            outcome.needs_receipt = needs_observation;
             unknown(&mut outcome, why);
             return outcome;
         }
@@ -645,7 +752,20 @@ pub fn evaluate(
                 format!("{} is {value}, allowed {allowed:?}", requirement.property),
             )
         }
-        Predicate::NativeProperty | Predicate::CoverageComplete => (false, String::new()),
+        Predicate::NativeProperty => {
+            let expected = requirement.expected.clone().unwrap_or(Value::Null);
+            (
+                value == expected,
+                format!(
+                    "observed {} is {value}, expected {expected}",
+                    requirement.property
+                ),
+            )
+        }
+        Predicate::CoverageComplete => (
+            truthy(&value),
+            format!("{} is {value}", requirement.property),
+        ),
     };
     if satisfied {
         outcome.status = Status::Satisfied;

@@ -44,6 +44,9 @@ pub mod code {
     pub const PLAN_INCOMPLETE: &str = "PLAN_INCOMPLETE";
     pub const WORKSPACE_UNREADABLE: &str = "WORKSPACE_UNREADABLE";
     pub const RECEIPT_MISSING: &str = "RECEIPT_MISSING";
+    pub const RECEIPT_STALE: &str = "RECEIPT_STALE";
+    pub const RECEIPT_UNUSABLE: &str = "RECEIPT_UNUSABLE";
+    pub const RECEIPT_ATTACHED: &str = "RECEIPT_ATTACHED";
     pub const REQUIREMENT_VIOLATED: &str = "REQUIREMENT_VIOLATED";
     pub const REQUIREMENT_UNKNOWN: &str = "REQUIREMENT_UNKNOWN";
     pub const REQUIREMENT_ALLOWED: &str = "REQUIREMENT_ALLOWED";

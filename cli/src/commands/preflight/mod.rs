@@ -12,9 +12,10 @@
 
 mod contract;
 mod finding;
-mod identity;
+pub(crate) mod identity;
 mod inherit;
 mod inspect;
+mod observed;
 mod plan;
 
 use std::collections::BTreeMap;
@@ -51,6 +52,10 @@ pub struct PreflightArgs {
     /// The contract to evaluate (default: contract.json beside agentpack.toml, when there is one).
     #[arg(long, value_name = "FILE")]
     pub contract: Option<PathBuf>,
+    /// The probe receipt whose observations answer `observed` requirements: a receipt id, a
+    /// receipt file, or `latest` (the newest receipt of the agent, never an older one).
+    #[arg(long, value_name = "ID|PATH|latest")]
+    pub receipt: Option<String>,
     // `--strict-external` is the global flag (`Context::strict_external`): planned workspace
     // writes are violations, and under `--policy ci` so is inherited configuration.
 }
@@ -64,7 +69,7 @@ pub enum Policy {
 }
 
 impl Policy {
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Policy::Local => "local",
             Policy::Ci => "ci",
@@ -104,6 +109,66 @@ pub fn run(ctx: &Context, args: &PreflightArgs) -> Result<ExitCode> {
             Ok(ExitCode::from(EXIT_OPERATIONAL))
         }
     }
+}
+
+/// What a strict external launch learns from evaluating the default contract for its agent.
+pub(crate) struct Evaluation {
+    /// The preflight exit class: 0 ready, 2 usage, 3 violated, 4 unknown, 5 operational.
+    pub(crate) exit_code: u8,
+    /// The contract evaluated.
+    pub(crate) contract: PathBuf,
+    /// The blocking findings (violations, required unknowns, errors), each as
+    /// `CODE target: message` and its remedy; or the reason preflight stopped.
+    pub(crate) blocking: Vec<(String, String)>,
+}
+
+/// The launch's entry point: evaluates `contract.json` beside the definition for `agent` under
+/// `policy` (no receipt, so `observed` requirements stay unknown), exactly as `preflight` does.
+/// `None` when the definition has no contract. Writes nothing and prints nothing.
+pub(crate) fn evaluate_default_contract(
+    ctx: &Context,
+    agent: Agent,
+    policy: Policy,
+) -> Result<Option<Evaluation>> {
+    let project = Project::discover(ctx)?;
+    let contract = project.root.join(CONTRACT_FILE);
+    if !contract.is_file() {
+        return Ok(None);
+    }
+    let args = PreflightArgs {
+        agent: agent.as_str().to_owned(),
+        policy,
+        contract: Some(contract.clone()),
+        receipt: None,
+    };
+    let evaluation = match preflight(ctx, &args) {
+        Ok(report) => Evaluation {
+            exit_code: report.exit_code,
+            contract,
+            blocking: report
+                .findings
+                .iter()
+                .filter(|f| matches!(f.severity, Severity::Violation | Severity::Error))
+                .map(|f| {
+                    (
+                        format!("{} {}: {}", f.code, f.target, f.message),
+                        f.remedy.clone(),
+                    )
+                })
+                .collect(),
+        },
+        Err(Stop::Usage(err)) => Evaluation {
+            exit_code: EXIT_USAGE,
+            contract,
+            blocking: vec![(format!("{err:#}"), String::new())],
+        },
+        Err(Stop::Operational(err)) => Evaluation {
+            exit_code: EXIT_OPERATIONAL,
+            contract,
+            blocking: vec![(format!("{err:#}"), String::new())],
+        },
+    };
+    Ok(Some(evaluation))
 }
 
 /// The identities a report is bound to.
@@ -308,8 +373,16 @@ fn preflight(ctx: &Context, args: &PreflightArgs) -> std::result::Result<Report,
     findings.extend(inspect::secrets(&manifest, &lock));
 
     // Strict external CI: configuration the agent inherits is undeclared, so a violation.
-    let inherited_severity = |local: Severity| {
-        if ctx.strict_external && args.policy == Policy::Ci {
+    // A place the contract declares (`inheritance.allow`) is info, never a violation.
+    let declared = |place: &inherit::InheritedPlace| {
+        contract
+            .as_ref()
+            .is_some_and(|c| c.declares_inherited(place.scope, &place.shown))
+    };
+    let inherited_severity = |local: Severity, place: &inherit::InheritedPlace| {
+        if declared(place) {
+            Severity::Info
+        } else if ctx.strict_external && args.policy == Policy::Ci {
             Severity::Violation
         } else {
             local
@@ -327,14 +400,19 @@ fn preflight(ctx: &Context, args: &PreflightArgs) -> std::result::Result<Report,
         if found.shadows.is_empty() {
             findings.push(Finding::new(
                 code::INHERITED_CONFIG,
-                inherited_severity(Severity::Info),
+                inherited_severity(Severity::Info, place),
                 place.path.display().to_string(),
                 agent.as_str(),
                 format!(
-                    "{} also loads {} ({}-level configuration agentpack does not manage)",
+                    "{} also loads {} ({}-level configuration agentpack does not manage){}",
                     agent.display_name(),
                     place.shown,
-                    place.scope
+                    place.scope,
+                    if declared(place) {
+                        ", declared in the contract's inheritance.allow"
+                    } else {
+                        ""
+                    }
                 ),
                 "move it into a package or .agents/ if the environment should carry it, or remove it",
             ));
@@ -347,7 +425,7 @@ fn preflight(ctx: &Context, args: &PreflightArgs) -> std::result::Result<Report,
                 .unwrap_or_else(|| "the plan".to_owned());
             findings.push(Finding::new(
                 code::INHERITED_SHADOW,
-                inherited_severity(Severity::Warning),
+                inherited_severity(Severity::Warning, place),
                 place.path.join(name).display().to_string(),
                 format!("{category}:{name}"),
                 format!(
@@ -399,12 +477,54 @@ fn preflight(ctx: &Context, args: &PreflightArgs) -> std::result::Result<Report,
         }
     };
 
+    let staged_target = ModePointer::new(&project.staging_root, &mode.dir).current();
+    let (receipt, unavailable) = match &args.receipt {
+        None => (
+            None,
+            "needs observed evidence, and no probe receipt was given (RECEIPT_MISSING): planned or locked evidence is never promoted to observed",
+        ),
+        Some(reference) => {
+            let mut current = crate::commands::probe::current_identities(
+                &project,
+                &manifest_bytes,
+                lock_bytes.as_deref(),
+                &mode.name,
+                staged_target.as_deref(),
+            );
+            current.policy = Some(identity::policy_digest(
+                args.policy.as_str(),
+                ctx.strict_external,
+                contract_bytes.as_deref(),
+            ));
+            let (receipt, receipt_findings) = observed::attach(
+                reference,
+                &project.state_dir().join(crate::commands::probe::receipt::DIR),
+                agent.as_str(),
+                &ctx.cwd,
+                &current,
+            );
+            findings.extend(receipt_findings);
+            (
+                receipt,
+                "needs observed evidence, and the receipt given is not current (see the RECEIPT_ finding): planned or locked evidence is never promoted to observed",
+            )
+        }
+    };
     let mut requirements = Vec::new();
     if let Some(contract) = &contract {
         let lookup = |requirement: &Requirement| known(requirement, &agent_plan, &lock, &inherited);
+        let observed_lookup = |requirement: &Requirement| {
+            observed::lookup(receipt.as_ref(), unavailable, requirement)
+        };
         let mut receipt_missing = false;
         for requirement in &contract.requirements {
-            let outcome = contract::evaluate(contract, requirement, agent.as_str(), &lookup);
+            let outcome = contract::evaluate(
+                contract,
+                requirement,
+                agent.as_str(),
+                &lookup,
+                &observed_lookup,
+            );
             receipt_missing |= outcome.needs_receipt;
             if let Some(finding) = requirement_finding(contract, &outcome, contract_path.as_deref())
             {
@@ -412,7 +532,7 @@ fn preflight(ctx: &Context, args: &PreflightArgs) -> std::result::Result<Report,
             }
             requirements.push(outcome);
         }
-        if receipt_missing {
+        if receipt_missing && args.receipt.is_none() {
             findings.push(Finding::new(
                 code::RECEIPT_MISSING,
                 Severity::Info,
@@ -421,7 +541,7 @@ fn preflight(ctx: &Context, args: &PreflightArgs) -> std::result::Result<Report,
                     .map_or_else(String::new, |p| p.display().to_string()),
                 agent.as_str(),
                 "observed evidence was required and no probe receipt was given: those requirements stay unknown",
-                "observed evidence needs a native probe receipt (`agentpack probe`, not built yet), or relax `unknown_required`",
+                format!("run `agentpack probe --agent {}` and pass `--receipt latest`, or relax `unknown_required`", agent.as_str()),
             ));
         }
     }
@@ -520,7 +640,7 @@ fn requirement_finding(
                 contract::UnknownRequired::Allow => Severity::Info,
             },
             if outcome.needs_receipt {
-                "supply observed evidence (a probe receipt), or lower minimum_evidence / set unknown_required".to_owned()
+                format!("run `agentpack probe --agent {}` for the current inputs and pass `--receipt latest`, or lower minimum_evidence / set unknown_required", outcome.target)
             } else {
                 "make the evidence available (for example `agentpack env restore`), or lower minimum_evidence".to_owned()
             },

@@ -1,0 +1,280 @@
+//! Observed evidence: a probe receipt attached with `--receipt ID|PATH|latest`, only when every
+//! identity it is bound to (source, lock, mode, workspace inputs, generation) still matches the
+//! current inputs and the probe completed. A stale, failed, partial or unreadable receipt stays a
+//! diagnostic finding and never answers a requirement; `latest` is the newest receipt of the
+//! agent, never an older one. Reads the receipt; writes nothing.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::commands::probe::receipt::{self, BoundIdentities, Receipt};
+
+use super::contract::{Evidence, Known, Requirement};
+use super::finding::{code, Finding, Severity};
+
+/// The receipt `reference` names, when it is current; and the findings about it.
+pub fn attach(
+    reference: &str,
+    dir: &Path,
+    agent: &str,
+    cwd: &Path,
+    current: &BoundIdentities,
+) -> (Option<Receipt>, Vec<Finding>) {
+    let reprobe = format!("run `agentpack probe --agent {agent}` for the current inputs, then `agentpack preflight --agent {agent} --receipt latest`");
+    let mut findings = Vec::new();
+    let path = match receipt::locate(dir, reference, agent, cwd) {
+        Ok(located) => {
+            if !located.skipped.is_empty() {
+                findings.push(Finding::new(
+                    code::RECEIPT_UNUSABLE,
+                    Severity::Info,
+                    dir.display().to_string(),
+                    agent,
+                    format!(
+                        "`latest` passed over newer receipts that did not succeed: {}",
+                        located.skipped.join(", ")
+                    ),
+                    "",
+                ));
+            }
+            located.path
+        }
+        Err(err) => {
+            return (
+                None,
+                vec![Finding::new(
+                    code::RECEIPT_MISSING,
+                    Severity::Warning,
+                    dir.display().to_string(),
+                    agent,
+                    err.to_string()
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    reprobe,
+                )],
+            )
+        }
+    };
+    let (receipt, more) = check(&path, agent, current, reprobe);
+    findings.extend(more);
+    (receipt, findings)
+}
+
+/// Reads the receipt at `path` and checks it is a complete probe of `agent` for `current`.
+fn check(
+    path: &Path,
+    agent: &str,
+    current: &BoundIdentities,
+    reprobe: String,
+) -> (Option<Receipt>, Vec<Finding>) {
+    let shown = path.display().to_string();
+    let found = match receipt::read(path) {
+        Ok(found) => found,
+        Err(err) => {
+            return (
+                None,
+                vec![Finding::new(
+                    code::RECEIPT_UNUSABLE,
+                    Severity::Warning,
+                    shown,
+                    agent,
+                    err.to_string()
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    reprobe,
+                )],
+            )
+        }
+    };
+    if found.agent != agent {
+        return (
+            None,
+            vec![Finding::new(
+                code::RECEIPT_UNUSABLE,
+                Severity::Warning,
+                shown,
+                agent,
+                format!(
+                    "the receipt {} is a probe of {}, not {agent}",
+                    found.id, found.agent
+                ),
+                reprobe,
+            )],
+        );
+    }
+    if found.status != "complete" || found.catalog.is_none() {
+        return (
+            None,
+            vec![Finding::new(
+                code::RECEIPT_UNUSABLE,
+                Severity::Warning,
+                shown,
+                agent,
+                format!(
+                    "the receipt {} is {}: {}; it satisfies no requirement",
+                    found.id,
+                    found.status,
+                    found.reason.as_deref().unwrap_or("no catalog")
+                ),
+                reprobe,
+            )],
+        );
+    }
+    if found.adapter != crate::commands::probe::parse::adapter_revision(agent) {
+        return (
+            None,
+            vec![Finding::new(
+                code::RECEIPT_UNUSABLE,
+                Severity::Warning,
+                shown,
+                agent,
+                format!(
+                    "the receipt {} was read by the adapter revision `{}`, and this agentpack reads `{}`",
+                    found.id,
+                    found.adapter,
+                    crate::commands::probe::parse::adapter_revision(agent)
+                ),
+                reprobe,
+            )],
+        );
+    }
+    let evidence = receipt::evidence_path(path);
+    let evidence_ok = agentpack_lockfile::read_regular_file(&evidence)
+        .map(|bytes| receipt::digest(&bytes) == found.evidence_digest)
+        .unwrap_or(false);
+    if !evidence_ok {
+        return (
+            None,
+            vec![Finding::new(
+                code::RECEIPT_UNUSABLE,
+                Severity::Warning,
+                shown,
+                agent,
+                format!(
+                    "the retained evidence of the receipt {} ({}) is missing or does not match its digest",
+                    found.id,
+                    evidence.display()
+                ),
+                reprobe,
+            )],
+        );
+    }
+    let stale = stale_identities(&found.identities, current);
+    if !stale.is_empty() {
+        return (
+            None,
+            vec![Finding::new(
+                code::RECEIPT_STALE,
+                Severity::Warning,
+                shown,
+                agent,
+                format!(
+                    "the receipt {} was made for other inputs ({} changed since): it satisfies no requirement",
+                    found.id,
+                    stale.join(", ")
+                ),
+                reprobe,
+            )],
+        );
+    }
+    let finding = Finding::new(
+        code::RECEIPT_ATTACHED,
+        Severity::Info,
+        shown,
+        agent,
+        format!(
+            "observed evidence from the receipt {} ({} {}, {})",
+            found.id,
+            agent,
+            found.client.version.as_deref().unwrap_or("?"),
+            found.scope
+        ),
+        "",
+    );
+    (Some(found), vec![finding])
+}
+
+/// The identities of `receipt` that differ from `current` (a missing one never matches).
+fn stale_identities(receipt: &BoundIdentities, current: &BoundIdentities) -> Vec<&'static str> {
+    let mut stale = Vec::new();
+    let mut check = |name, a: Option<&String>, b: Option<&String>| {
+        if a.is_none() || a != b {
+            stale.push(name);
+        }
+    };
+    check("source", Some(&receipt.source), Some(&current.source));
+    check("lock", receipt.lock.as_ref(), current.lock.as_ref());
+    check("mode", Some(&receipt.mode), Some(&current.mode));
+    check(
+        "workspace inputs",
+        receipt.workspace_inputs.as_ref(),
+        current.workspace_inputs.as_ref(),
+    );
+    check(
+        "generation",
+        receipt.generation.as_ref(),
+        current.generation.as_ref(),
+    );
+    // A probe bound to a policy fits only a preflight under that policy.
+    if receipt.policy.is_some() && receipt.policy != current.policy {
+        stale.push("policy");
+    }
+    stale
+}
+
+/// What `receipt` observed of the property `requirement` selects (`unavailable`: why there is no
+/// receipt to ask).
+pub fn lookup(receipt: Option<&Receipt>, unavailable: &str, requirement: &Requirement) -> Known {
+    let Some((receipt, catalog)) = receipt.and_then(|r| r.catalog.as_ref().map(|c| (r, c))) else {
+        return Known::Unknown(unavailable.to_owned());
+    };
+    // Unscoped means the native catalog, which no probe observes (it would need the user's
+    // ambient configuration): only an explicitly scoped requirement takes a bounded observation.
+    let scope = requirement.scope.as_deref().unwrap_or("native_catalog");
+    if scope != receipt.scope {
+        return Known::Unknown(format!(
+            "the receipt observed the {} scope and the requirement needs {scope}: name that scope in the selector to accept the bounded observation",
+            receipt.scope
+        ));
+    }
+    let category = requirement.category.as_str();
+    if !matches!(category, "skill" | "command" | "agent") {
+        return Known::Unknown(format!("a probe does not observe {category} properties"));
+    }
+    // Codex has neither commands nor agents: agentpack renders them as skills, observed as such
+    // and reported under their own category. OpenCode's `debug skill` lists skills only, so a
+    // skill of the name answers there too.
+    let listed_as = if receipt.agent == "claude" {
+        category
+    } else {
+        "skill"
+    };
+    let name = requirement.name.clone().unwrap_or_default();
+    let found = catalog
+        .artifacts
+        .iter()
+        .find(|a| a.category == listed_as && (a.name == name || a.native_id == name));
+    let observed = |value| Known::Value(value, Evidence::Observed);
+    match (requirement.property.as_str(), found) {
+        // A bounded scope excludes user-level configuration: absence stays unknown.
+        ("presence", Some(_)) => observed(Value::Bool(true)),
+        ("presence", None) => Known::Unknown(format!(
+            "the receipt does not list the {category} `{name}`, and absence stays unknown in the {} scope (it excludes user-level configuration)",
+            receipt.scope
+        )),
+        ("catalog_complete", _) => Known::Unknown(format!(
+            "the {} scope is not a complete catalog",
+            receipt.scope
+        )),
+        ("winner", Some(a)) => observed(Value::String(a.winner.clone())),
+        (_, None) => Known::Unknown(format!("the receipt observed no {category} `{name}`")),
+        (property, Some(_)) => Known::Unknown(format!(
+            "{category}.{property} is not observed by this probe"
+        )),
+    }
+}

@@ -1,0 +1,328 @@
+//! Parsers of what the native clients print, tied to the client versions they were validated on.
+//! Pure: bytes in, a catalog or a reason out. A version they were not validated on is `unknown`,
+//! never a guess; output that is malformed or stops early is an error, never an empty catalog.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The Claude Code version the init-event parser was validated on.
+pub const CLAUDE_VALIDATED: &str = "2.1.328";
+/// The Codex version the prompt-input parser was validated on.
+pub const CODEX_VALIDATED: &str = "0.171.0";
+
+/// The OpenCode version the `debug skill` parser was validated on.
+pub const OPENCODE_VALIDATED: &str = "1.18.33";
+
+/// The revision of the parser of `agent`'s output: a receipt of another revision is not attached.
+pub fn adapter_revision(agent: &str) -> &'static str {
+    match agent {
+        "claude" => "claude-init/1",
+        "codex" => "codex-prompt-input/1",
+        "opencode" => "opencode-debug-skill/1",
+        _ => "none",
+    }
+}
+
+/// The plugin name the staged Claude bundle has.
+const BUNDLE: &str = "agentpack-bundle";
+
+/// One observed artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observed {
+    /// `skill`, `command` or `agent`.
+    pub category: String,
+    /// The storage name (the bundle prefix removed).
+    pub name: String,
+    /// What the client calls it (`agentpack-bundle:name`, or the name).
+    pub native_id: String,
+    /// Who provides the winner: `package` (the staged tree) or `other` (built in, user...).
+    pub winner: String,
+    /// `workspace_session` or `controlled_projection`.
+    pub scope: String,
+}
+
+/// One hook's outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookOutcome {
+    pub event: String,
+    pub name: String,
+    pub exit_code: Option<i64>,
+    pub outcome: String,
+}
+
+/// A parsed catalog.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Catalog {
+    pub artifacts: Vec<Observed>,
+    pub hooks: Vec<HookOutcome>,
+}
+
+/// Why output did not become a catalog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseFailure {
+    /// The client is a version no parser was validated on.
+    UnknownVersion(String),
+    /// The output is not what the validated version prints.
+    Malformed(String),
+}
+
+/// The version `claude --version` or `codex --version` prints (`2.1.328 (Claude Code)`,
+/// `codex-cli 0.171.0`); `None` when there is no version-looking word.
+pub fn version_of(text: &str) -> Option<String> {
+    text.split_whitespace()
+        .find(|word| {
+            let mut parts = word.split('.');
+            parts.clone().count() >= 2
+                && parts.all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(str::to_owned)
+}
+
+fn split_bundle(id: &str) -> (String, &'static str) {
+    match id
+        .strip_prefix(BUNDLE)
+        .and_then(|rest| rest.strip_prefix(':'))
+    {
+        Some(name) => (name.to_owned(), "package"),
+        None => (id.to_owned(), "other"),
+    }
+}
+
+/// Claude Code's print-mode stream up to its `init` event.
+pub fn claude_init(stdout: &[u8]) -> Result<Catalog, ParseFailure> {
+    let text = std::str::from_utf8(stdout)
+        .map_err(|_| ParseFailure::Malformed("the stream is not UTF-8".to_owned()))?;
+    let mut hooks = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let event: Value = serde_json::from_str(line).map_err(|err| {
+            ParseFailure::Malformed(format!(
+                "a stream line is not JSON ({err}): {}",
+                excerpt(line)
+            ))
+        })?;
+        match event["subtype"].as_str() {
+            Some("hook_response") => hooks.push(HookOutcome {
+                event: event["hook_event"].as_str().unwrap_or_default().to_owned(),
+                name: event["hook_name"].as_str().unwrap_or_default().to_owned(),
+                exit_code: event["exit_code"].as_i64(),
+                outcome: event["outcome"].as_str().unwrap_or_default().to_owned(),
+            }),
+            Some("init") => {
+                let version = event["claude_code_version"].as_str().unwrap_or_default();
+                if version != CLAUDE_VALIDATED {
+                    return Err(ParseFailure::UnknownVersion(version.to_owned()));
+                }
+                let list = |key: &str| -> Result<Vec<String>, ParseFailure> {
+                    event[key]
+                        .as_array()
+                        .ok_or_else(|| {
+                            ParseFailure::Malformed(format!("the init event has no `{key}` list"))
+                        })?
+                        .iter()
+                        .map(|v| {
+                            v.as_str().map(str::to_owned).ok_or_else(|| {
+                                ParseFailure::Malformed(format!("`{key}` holds a non-string"))
+                            })
+                        })
+                        .collect()
+                };
+                let skills = list("skills")?;
+                let commands = list("slash_commands")?;
+                let agents = list("agents")?;
+                let mut artifacts = Vec::new();
+                let mut push = |category: &str, id: &str| {
+                    let (name, winner) = split_bundle(id);
+                    artifacts.push(Observed {
+                        category: category.to_owned(),
+                        name,
+                        native_id: id.to_owned(),
+                        winner: winner.to_owned(),
+                        scope: "workspace_session".to_owned(),
+                    });
+                };
+                for id in &skills {
+                    push("skill", id);
+                }
+                // Claude lists skills among the slash commands too: the rest are commands.
+                for id in commands.iter().filter(|c| !skills.contains(c)) {
+                    push("command", id);
+                }
+                for id in &agents {
+                    push("agent", id);
+                }
+                return Ok(Catalog { artifacts, hooks });
+            }
+            _ => {}
+        }
+    }
+    Err(ParseFailure::Malformed(
+        "the stream ended before the init event".to_owned(),
+    ))
+}
+
+/// Codex's `debug prompt-input` JSON: the skills of its `<skills_instructions>` block. `root`
+/// names the staged skills root (`rN` of the block) the probe placed.
+pub fn codex_prompt_input(stdout: &[u8], version: &str) -> Result<Catalog, ParseFailure> {
+    if version != CODEX_VALIDATED {
+        return Err(ParseFailure::UnknownVersion(version.to_owned()));
+    }
+    let value: Value = serde_json::from_slice(stdout)
+        .map_err(|err| ParseFailure::Malformed(format!("the prompt input is not JSON ({err})")))?;
+    let items = value
+        .as_array()
+        .filter(|items| !items.is_empty())
+        .ok_or_else(|| {
+            ParseFailure::Malformed("the prompt input is not a list of items".to_owned())
+        })?;
+    let mut block = None;
+    for item in items {
+        for content in item["content"].as_array().into_iter().flatten() {
+            let Some(text) = content["text"].as_str() else {
+                continue;
+            };
+            if let Some(start) = text.find("<skills_instructions>") {
+                let rest = &text[start..];
+                let end = rest.find("</skills_instructions>").ok_or_else(|| {
+                    ParseFailure::Malformed("the skills block is not closed".to_owned())
+                })?;
+                block = Some(rest[..end].to_owned());
+            }
+        }
+    }
+    let block = block.ok_or_else(|| {
+        ParseFailure::Malformed("the prompt input has no skills block".to_owned())
+    })?;
+    let mut artifacts = Vec::new();
+    for line in block.lines() {
+        let Some(entry) = line.strip_prefix("- ") else {
+            continue;
+        };
+        let (Some((name, _)), Some(file_start)) = (entry.split_once(": "), entry.rfind("(file: "))
+        else {
+            continue;
+        };
+        let file = entry[file_start + 7..].trim_end_matches(')');
+        if !file.ends_with(&format!("/{name}/SKILL.md")) {
+            continue;
+        }
+        // r0 is CODEX_HOME/skills, where the probe placed the staged skills.
+        let winner = if file.starts_with("r0/") {
+            "package"
+        } else {
+            "other"
+        };
+        artifacts.push(Observed {
+            category: "skill".to_owned(),
+            name: name.to_owned(),
+            native_id: name.to_owned(),
+            winner: winner.to_owned(),
+            scope: "controlled_projection".to_owned(),
+        });
+    }
+    Ok(Catalog {
+        artifacts,
+        hooks: Vec::new(),
+    })
+}
+
+/// OpenCode's `debug skill` JSON: a list of `{name, location, ...}`; a skill located under
+/// `config_dir` (where the probe placed the staged tree) is the package's.
+pub fn opencode_skills(
+    stdout: &[u8],
+    version: &str,
+    config_dir: &std::path::Path,
+) -> Result<Catalog, ParseFailure> {
+    if version != OPENCODE_VALIDATED {
+        return Err(ParseFailure::UnknownVersion(version.to_owned()));
+    }
+    let value: Value = serde_json::from_slice(stdout)
+        .map_err(|err| ParseFailure::Malformed(format!("the skill list is not JSON ({err})")))?;
+    let items = value
+        .as_array()
+        .ok_or_else(|| ParseFailure::Malformed("the skill list is not a list".to_owned()))?;
+    let mut artifacts = Vec::new();
+    for item in items {
+        let (Some(name), Some(location)) = (item["name"].as_str(), item["location"].as_str())
+        else {
+            return Err(ParseFailure::Malformed(
+                "a listed skill has no name or location".to_owned(),
+            ));
+        };
+        let winner = if std::path::Path::new(location).starts_with(config_dir) {
+            "package"
+        } else {
+            "other"
+        };
+        artifacts.push(Observed {
+            category: "skill".to_owned(),
+            name: name.to_owned(),
+            native_id: name.to_owned(),
+            winner: winner.to_owned(),
+            scope: "controlled_projection".to_owned(),
+        });
+    }
+    Ok(Catalog {
+        artifacts,
+        hooks: Vec::new(),
+    })
+}
+
+fn excerpt(line: &str) -> String {
+    line.chars().take(80).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncated_or_foreign_output_is_never_an_empty_catalog() {
+        let init = format!(
+            r#"{{"type":"system","subtype":"init","claude_code_version":"{CLAUDE_VALIDATED}","skills":["agentpack-bundle:s"],"slash_commands":["agentpack-bundle:s","c"],"agents":["a"]}}"#
+        );
+        let catalog = claude_init(init.as_bytes()).unwrap();
+        assert_eq!(catalog.artifacts.len(), 3);
+        assert_eq!(catalog.artifacts[0].name, "s");
+        assert_eq!(catalog.artifacts[0].winner, "package");
+        assert!(matches!(
+            claude_init(&init.as_bytes()[..40]),
+            Err(ParseFailure::Malformed(_))
+        ));
+        assert!(matches!(claude_init(b""), Err(ParseFailure::Malformed(_))));
+        assert!(matches!(
+            claude_init(init.replace(CLAUDE_VALIDATED, "9.9.9").as_bytes()),
+            Err(ParseFailure::UnknownVersion(v)) if v == "9.9.9"
+        ));
+        assert!(matches!(
+            codex_prompt_input(b"[]", CODEX_VALIDATED),
+            Err(ParseFailure::Malformed(_))
+        ));
+        assert!(matches!(
+            codex_prompt_input(b"[", "0.1.0"),
+            Err(ParseFailure::UnknownVersion(_))
+        ));
+        let dir = std::path::Path::new("/probe/opencode");
+        let listed = br#"[{"name":"s","location":"/probe/opencode/skills/s/SKILL.md"},{"name":"b","location":"<built-in>"}]"#;
+        let catalog = opencode_skills(listed, OPENCODE_VALIDATED, dir).unwrap();
+        assert_eq!(catalog.artifacts[0].winner, "package");
+        assert_eq!(catalog.artifacts[1].winner, "other");
+        assert!(matches!(
+            opencode_skills(&listed[..30], OPENCODE_VALIDATED, dir),
+            Err(ParseFailure::Malformed(_))
+        ));
+        assert!(matches!(
+            opencode_skills(br#"[{"name":"s"}]"#, OPENCODE_VALIDATED, dir),
+            Err(ParseFailure::Malformed(_))
+        ));
+        assert!(matches!(
+            opencode_skills(listed, "1.18.34", dir),
+            Err(ParseFailure::UnknownVersion(_))
+        ));
+        assert_eq!(version_of("codex-cli 0.171.0").as_deref(), Some("0.171.0"));
+        assert_eq!(
+            version_of("2.1.328 (Claude Code)").as_deref(),
+            Some("2.1.328")
+        );
+        assert_eq!(version_of("hello"), None);
+    }
+}
