@@ -970,3 +970,222 @@ fn a_mismatched_named_skill_is_rejected_and_the_lock_stays_unchanged() {
         .contains("hello-bytes"));
     assert_eq!(fixture.lock_text(), lock_before);
 }
+
+/// SHA-256 over `(path, bytes)` pairs in path order, each as its length (u64 LE) and bytes: the
+/// encoding docs/src/preflight.md gives for `source_digest` and `rendered_digest`, written here
+/// independently of the implementation.
+fn framed_digest(mut files: Vec<(String, Vec<u8>)>) -> String {
+    files.sort();
+    let mut digest = Sha256::new();
+    for (path, bytes) in &files {
+        digest.update((path.len() as u64).to_le_bytes());
+        digest.update(path.as_bytes());
+        digest.update((bytes.len() as u64).to_le_bytes());
+        digest.update(bytes);
+    }
+    format!("sha256:{}", hex::encode(digest.finalize()))
+}
+
+/// A contract of `equals` requirements for claude: (id, category, name, property, expected), at
+/// declared evidence (what `source_digest` is known at).
+fn digest_contract(requirements: &[(&str, &str, &str, &str, &str)]) -> Value {
+    let requirements: Vec<Value> = requirements
+        .iter()
+        .map(|(id, category, name, property, expected)| {
+            serde_json::json!({
+                "id": id, "target": "claude", "predicate": "equals",
+                "selector": {"category": category, "name": name, "property": property},
+                "expected": expected, "minimum_evidence": "declared"
+            })
+        })
+        .collect();
+    serde_json::json!({"schema_version": 1, "requirements": requirements})
+}
+
+/// The outcome of requirement `id` in a report.
+fn outcome(run: &Run, id: &str) -> Value {
+    run.json()["requirements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("no outcome {id} in {}", run.stdout))
+}
+
+#[test]
+fn a_correct_source_digest_passes_and_a_wrong_one_fails_with_exit_3() {
+    let fixture = Fixture::synced();
+    let sources = fixture.packages.path();
+    let skill = framed_digest(vec![(
+        "SKILL.md".to_owned(),
+        std::fs::read(sources.join("hello-skill/SKILL.md")).unwrap(),
+    )]);
+    let command = framed_digest(vec![(
+        "review.md".to_owned(),
+        std::fs::read(sources.join("review-plugin/commands/review.md")).unwrap(),
+    )]);
+    let agent = framed_digest(vec![(
+        "reviewer.md".to_owned(),
+        std::fs::read(sources.join("review-plugin/agents/reviewer.md")).unwrap(),
+    )]);
+    fixture.write_contract(&digest_contract(&[
+        (
+            "skill-source",
+            "skill",
+            "hello-skill",
+            "source_digest",
+            &skill,
+        ),
+        (
+            "command-source",
+            "command",
+            "review",
+            "source_digest",
+            &command,
+        ),
+        ("agent-source", "agent", "reviewer", "source_digest", &agent),
+    ]));
+    let run = fixture.preflight(&["--agent", "claude", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    for (id, expected) in [
+        ("skill-source", &skill),
+        ("command-source", &command),
+        ("agent-source", &agent),
+    ] {
+        let outcome = outcome(&run, id);
+        assert_eq!(outcome["status"], "satisfied", "{outcome}");
+        assert_eq!(outcome["evidence"], "declared", "{outcome}");
+        assert_eq!(outcome["value"], expected.as_str(), "{outcome}");
+    }
+    // A wrong digest is a violation.
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    fixture.write_contract(&digest_contract(&[(
+        "skill-source",
+        "skill",
+        "hello-skill",
+        "source_digest",
+        &wrong,
+    )]));
+    let run = fixture.preflight(&["--agent", "claude", "--json"]);
+    assert_eq!(run.code, 3, "{}", run.stdout);
+    assert_eq!(outcome(&run, "skill-source")["status"], "violated");
+    assert_eq!(outcome(&run, "skill-source")["value"], skill.as_str());
+    assert!(run.finding("REQUIREMENT_VIOLATED")["message"]
+        .as_str()
+        .unwrap()
+        .contains("skill-source"));
+    // Declared evidence never satisfies a generated requirement (the default minimum).
+    let mut contract = digest_contract(&[(
+        "skill-source",
+        "skill",
+        "hello-skill",
+        "source_digest",
+        &skill,
+    )]);
+    contract["requirements"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("minimum_evidence");
+    fixture.write_contract(&contract);
+    let run = fixture.preflight(&["--agent", "claude", "--json"]);
+    assert_eq!(run.code, 4, "{}", run.stdout);
+    assert_eq!(outcome(&run, "skill-source")["status"], "unknown");
+}
+
+#[test]
+fn rendered_digests_differ_between_agents_and_match_the_staged_files() {
+    let fixture = Fixture::synced();
+    let mut digests = Vec::new();
+    for agent in ["claude", "opencode"] {
+        let run = fixture.preflight(&["--agent", agent, "--json"]);
+        assert_eq!(run.code, 0, "{agent}: {}", run.stdout);
+        let report = run.json();
+        let artifact = report["plan"]["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["category"] == "command" && a["name"] == "review")
+            .cloned()
+            .unwrap_or_else(|| panic!("{agent}: no command review in {}", run.stdout));
+        // What `sync` staged for the agent, read and hashed here.
+        let staged: Vec<(String, Vec<u8>)> = artifact["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|path| {
+                let path = path.as_str().unwrap().to_owned();
+                let bytes =
+                    std::fs::read(fixture.home.staging_root.join("modes/default").join(&path))
+                        .unwrap_or_else(|e| panic!("{agent}: staged {path}: {e}"));
+                (path, bytes)
+            })
+            .collect();
+        assert!(!staged.is_empty(), "{agent}: {artifact}");
+        let planned = match agent {
+            "claude" => "plugins/agentpack-bundle/commands/review.md",
+            _ => "opencode/commands/review.md",
+        };
+        assert_eq!(artifact["files"], serde_json::json!([planned]), "{agent}");
+        let expected = framed_digest(staged);
+        assert_eq!(artifact["rendered_digest"], expected.as_str(), "{agent}");
+        digests.push(expected);
+    }
+    assert_ne!(
+        digests[0], digests[1],
+        "claude and opencode render the command differently"
+    );
+    // The staged bytes' digest satisfies an `equals` requirement on rendered_digest (generated).
+    let mut contract = digest_contract(&[(
+        "review-rendered",
+        "command",
+        "review",
+        "rendered_digest",
+        &digests[0],
+    )]);
+    contract["requirements"][0]["minimum_evidence"] = "generated".into();
+    fixture.write_contract(&contract);
+    let run = fixture.preflight(&["--agent", "claude", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    let outcome = outcome(&run, "review-rendered");
+    assert_eq!(outcome["status"], "satisfied", "{outcome}");
+    assert_eq!(outcome["evidence"], "generated", "{outcome}");
+    // OpenCode's rendering is another digest: the same expectation is violated there.
+    contract["requirements"][0]["target"] = "opencode".into();
+    fixture.write_contract(&contract);
+    assert_eq!(
+        fixture.preflight(&["--agent", "opencode", "--json"]).code,
+        3
+    );
+}
+
+#[test]
+fn a_changed_and_relocked_package_source_fails_the_old_source_digest() {
+    let fixture = Fixture::synced();
+    let source = fixture
+        .packages
+        .path()
+        .join("review-plugin/commands/review.md");
+    let old = framed_digest(vec![(
+        "review.md".to_owned(),
+        std::fs::read(&source).unwrap(),
+    )]);
+    fixture.write_contract(&digest_contract(&[(
+        "command-source",
+        "command",
+        "review",
+        "source_digest",
+        &old,
+    )]));
+    assert_eq!(fixture.preflight(&["--agent", "claude", "--json"]).code, 0);
+    let changed = "---\ndescription: Review only the tests.\n---\n\nReview the tests.\n";
+    write(&source, changed);
+    fixture.ok(&["sync"]);
+    let run = fixture.preflight(&["--agent", "claude", "--json"]);
+    assert_eq!(run.code, 3, "{}", run.stdout);
+    let outcome = outcome(&run, "command-source");
+    assert_eq!(outcome["status"], "violated", "{outcome}");
+    let new = framed_digest(vec![("review.md".to_owned(), changed.as_bytes().to_vec())]);
+    assert_eq!(outcome["value"], new.as_str(), "{outcome}");
+    assert_ne!(new, old);
+}

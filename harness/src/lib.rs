@@ -255,7 +255,9 @@ pub fn shadows(plugin: &PackageInput, skill: &PackageInput) -> bool {
             || skill.path.starts_with(&format!("{}/", plugin.path)))
 }
 
-fn root_skill_name(input: &PackageInput, tree: &PackageTree) -> String {
+/// The name of a skill whose `SKILL.md` is at the package root, as staging names it: the
+/// frontmatter `name`, else the last segment of the package path or module.
+pub fn root_skill_name(input: &PackageInput, tree: &PackageTree) -> String {
     if let Ok(Node::File(resolved)) = tree.resolve("SKILL.md") {
         if let Ok(text) = tree.read_text(&resolved) {
             if let Some(name) = frontmatter::parse(&text).text("name") {

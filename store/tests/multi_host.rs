@@ -84,8 +84,19 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Make every root host `id` wrote look last written (and the host last seen) before the TTL.
+/// The file recording when host `id` was last seen: a user other than root keeps their own.
+fn host_record(store_dir: &Path, id: &str) -> std::path::PathBuf {
+    let uid = nix::unistd::geteuid().as_raw();
+    let name = if uid == 0 {
+        format!("{id}.json")
+    } else {
+        format!("{id}~u{uid}.json")
+    };
+    store_dir.join("gcroots/hosts").join(name)
+}
+
 fn age_host(store_dir: &Path, id: &str) {
-    let seen = store_dir.join(format!("gcroots/hosts/{id}.json"));
+    let seen = host_record(store_dir, id);
     let record = HostSeenRecord {
         host: id.to_owned(),
         seen: long_ago(),
@@ -269,7 +280,7 @@ fn roots_written_before_hosts_were_recorded_are_kept_until_they_are_old() {
         )
         .unwrap();
         let indirect = old.store_dir().join("gcroots/indirect");
-        std::fs::remove_file(old.store_dir().join("gcroots/hosts/writer.json")).unwrap();
+        std::fs::remove_file(host_record(old.store_dir(), "writer")).unwrap();
         std::os::unix::fs::symlink(
             dir.path().join("elsewhere/stage/modes/default"),
             indirect.join("a".repeat(32)),

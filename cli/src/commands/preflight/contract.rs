@@ -91,7 +91,7 @@ pub const REGISTRY: &[CategoryProperties] = &[
             ("rendered_digest", Some(Evidence::Generated)),
             ("winner", Some(Evidence::Generated)),
             ("source", Some(Evidence::Generated)),
-            ("source_digest", None),
+            ("source_digest", Some(Evidence::Declared)),
             ("catalog_complete", None),
         ],
     ),
@@ -102,7 +102,7 @@ pub const REGISTRY: &[CategoryProperties] = &[
             ("rendered_digest", Some(Evidence::Generated)),
             ("winner", Some(Evidence::Generated)),
             ("source", Some(Evidence::Generated)),
-            ("source_digest", None),
+            ("source_digest", Some(Evidence::Declared)),
             ("catalog_complete", None),
         ],
     ),
@@ -113,7 +113,7 @@ pub const REGISTRY: &[CategoryProperties] = &[
             ("rendered_digest", Some(Evidence::Generated)),
             ("winner", Some(Evidence::Generated)),
             ("source", Some(Evidence::Generated)),
-            ("source_digest", None),
+            ("source_digest", Some(Evidence::Declared)),
             ("catalog_complete", None),
         ],
     ),
@@ -653,6 +653,9 @@ pub struct Outcome {
     pub blocking: bool,
     /// Whether the evidence needed is an observation (a probe receipt).
     pub needs_receipt: bool,
+    /// The selected property's value, when it is known (at the grade `evidence` says).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
     pub message: String,
 }
 
@@ -674,6 +677,7 @@ pub fn evaluate(
         severity: requirement.severity.clone(),
         blocking: false,
         needs_receipt: false,
+        value: None,
         message: String::new(),
     };
     if requirement.target != agent {
@@ -705,6 +709,7 @@ pub fn evaluate(
         }
     };
     outcome.evidence = Some(grade);
+    outcome.value = Some(value.clone());
     if grade < requirement.minimum_evidence {
         unknown(
             &mut outcome,

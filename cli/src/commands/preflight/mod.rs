@@ -685,6 +685,12 @@ fn known(
                     Known::Value(Value::Bool(false), Generated)
                 }
                 ("presence", None) => incomplete(),
+                ("source_digest", artifact) => source_digest_known(
+                    plan,
+                    category,
+                    &name,
+                    artifact.and_then(|a| a.module.as_deref()),
+                ),
                 (_, None) => Known::Unknown(format!("the plan has no {category} `{name}`")),
                 ("rendered_digest", Some(a)) => {
                     Known::Value(Value::String(a.rendered_digest.clone()), Generated)
@@ -756,6 +762,38 @@ fn known(
                 Generated,
             )
         }
+    }
+}
+
+/// The `source_digest` of a selected artifact: declared evidence, from the lock-verified store copy
+/// of the one package that holds it (`module`, when the plan names the package it stages it from).
+fn source_digest_known(
+    plan: &plan::AgentPlan,
+    category: &'static str,
+    name: &str,
+    module: Option<&str>,
+) -> Known {
+    let found = match plan::source_digests(plan, category, name, module) {
+        Ok(found) => found,
+        Err(err) => return Known::Unknown(format!("{category}.source_digest: {err:#}")),
+    };
+    let digests: std::collections::BTreeSet<&str> =
+        found.iter().map(|(_, digest)| digest.as_str()).collect();
+    match (digests.len(), found.first()) {
+        (1, Some((_, digest))) => {
+            Known::Value(Value::String(digest.clone()), contract::Evidence::Declared)
+        }
+        (0, _) if !plan.complete() => Known::Unknown(format!(
+            "no verified package holds {category} `{name}`, and the plan is incomplete (no verified cache entry for {})",
+            plan.left_out.join(", ")
+        )),
+        (0, _) => Known::Unknown(format!(
+            "no locked package holds {category} `{name}` (an artifact of the workspace overlay has no declared source)"
+        )),
+        _ => Known::Unknown(format!(
+            "{category} `{name}` is in several packages with different sources ({}): the source is ambiguous",
+            found.iter().map(|(module, _)| module.as_str()).collect::<Vec<_>>().join(", ")
+        )),
     }
 }
 

@@ -3,7 +3,9 @@
 //! index), and the same renderer staging uses (`harness::render_generation`) turns the verified
 //! package trees, the workspace overlay and the manifest's MCP servers into the agent's planned
 //! files. From those files come the planned artifacts (skills, commands, agents), their rendered
-//! digests, the planned workspace writes, collisions and conversion warnings.
+//! digests, the planned workspace writes, collisions and conversion warnings. An artifact's
+//! source digest is read on demand from the same verified trees with staging's parser and the
+//! mode's selectors.
 //!
 //! Never downloads, never repairs, never publishes: a slot that is missing or does not match the
 //! lock is left out of the plan, and the plan says it is incomplete.
@@ -11,7 +13,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use agentpack_harness::artifact::{discover, ArtifactKind};
+use agentpack_harness::convert;
 use agentpack_harness::home_layer::AGY_OVERLAY_LINK;
+use agentpack_harness::tree::PackageTree;
 use agentpack_harness::{
     render_generation, Agent, Collision, MergedServer, ModeFilter, OverlayInput, PackageInput,
     PlanEntry, RenderOptions, StageInputs,
@@ -161,6 +166,8 @@ pub struct AgentPlan {
     pub left_out: Vec<String>,
     /// Every planned entry of the agent, by path relative to the generation.
     pub entries: BTreeMap<String, PlanEntry>,
+    /// The verified package trees the plan renders, with the mode's selectors (for `source_digest`).
+    pub packages: Vec<PackageInput>,
 }
 
 /// The generation root the plan is rendered for: no generation has this name, so rendered bytes
@@ -252,6 +259,7 @@ pub fn agent_plan(inputs: &PlanInputs<'_>) -> Result<AgentPlan> {
     // What runs instead of a pinned npm server's written command, as staging renders it (a
     // tree-locked server's `mcp-exec` spec is a store path preflight does not publish: left out).
     let mut stage = stage;
+    plan.packages.clone_from(&stage.packages);
     stage.mcp_launch = agentpack_builders::mcp_lock::launches_for(
         inputs.lock,
         &servers,
@@ -329,6 +337,80 @@ pub fn agent_plan(inputs: &PlanInputs<'_>) -> Result<AgentPlan> {
             .push(format!(".agents/{AGY_OVERLAY_LINK}"));
     }
     Ok(plan)
+}
+
+/// The `source_digest` of each artifact of `category` (`skill`, `command`, `agent`) named `name` in
+/// the verified package trees of the plan, found with staging's parser and the mode's selectors
+/// (`harness::artifact::discover` over `PackageTree::read` with the package filter), by module, in
+/// lock order. `only_module` restricts the search to the package the plan stages it from.
+///
+/// The digest is SHA-256 over the artifact's files as the store copy holds them, each in byte order
+/// of its path: the path's length (u64, little endian), the path (UTF-8), the content's length
+/// (u64, little endian) and the content. A skill's paths are relative to its directory (`SKILL.md`,
+/// `scripts/run.sh`); a command's or agent's one path is its name with its extension (`review.md`,
+/// `git/commit.md`). Executable bits and where the artifact sits in the package do not count.
+pub fn source_digests(
+    plan: &AgentPlan,
+    category: &str,
+    name: &str,
+    only_module: Option<&str>,
+) -> Result<Vec<(String, String)>> {
+    let kind = match category {
+        "skill" => ArtifactKind::Skill,
+        "command" => ArtifactKind::Command,
+        "agent" => ArtifactKind::Agent,
+        _ => return Ok(Vec::new()),
+    };
+    let mut found = Vec::new();
+    for package in &plan.packages {
+        if only_module.is_some_and(|module| module != package.module) {
+            continue;
+        }
+        let tree = PackageTree::read(&package.root, &package.filter)
+            .with_context(|| format!("cannot read {} for source_digest", package.root.display()))?;
+        let discovery = discover(
+            &tree,
+            &package.module,
+            &agentpack_harness::root_skill_name(package, &tree),
+        )
+        .with_context(|| format!("cannot read {} for source_digest", package.root.display()))?;
+        for artifact in discovery.artifacts.iter().filter(|a| a.kind == kind) {
+            let matches = artifact.name == name
+                || convert::leaf_name(&artifact.name) == name
+                || (kind == ArtifactKind::Skill && convert::skill_name(&artifact.name) == name);
+            if !matches {
+                continue;
+            }
+            let mut files: Vec<(String, PathBuf)> = if kind == ArtifactKind::Skill {
+                artifact
+                    .skill_files
+                    .iter()
+                    .map(|file| (file.relative.clone(), file.source.clone()))
+                    .collect()
+            } else {
+                vec![(
+                    format!("{}.{}", artifact.name, artifact.extension),
+                    artifact.source.clone(),
+                )]
+            };
+            files.sort();
+            let mut digest = Sha256::new();
+            for (path, source) in &files {
+                let bytes = fs_err::read(source).with_context(|| {
+                    format!("cannot read {} for source_digest", source.display())
+                })?;
+                digest.update((path.len() as u64).to_le_bytes());
+                digest.update(path.as_bytes());
+                digest.update((bytes.len() as u64).to_le_bytes());
+                digest.update(&bytes);
+            }
+            found.push((
+                package.module.clone(),
+                format!("sha256:{}", hex::encode(digest.finalize())),
+            ));
+        }
+    }
+    Ok(found)
 }
 
 /// The planned paths of `plan` that the staged generation at `staged` lacks or holds with other
@@ -428,7 +510,64 @@ fn dedup(lines: &mut Vec<String>) {
 
 #[cfg(test)]
 mod tests {
-    use super::artifact_of;
+    use super::{artifact_of, source_digests, AgentPlan};
+    use agentpack_harness::{PackageInput, PathFilter};
+    use sha2::{Digest as _, Sha256};
+
+    fn package(module: &str, root: &std::path::Path) -> PackageInput {
+        PackageInput {
+            module: module.to_owned(),
+            cache_key: module.to_owned(),
+            owner: "o".to_owned(),
+            repo: module.to_owned(),
+            path: String::new(),
+            commit: "0".repeat(40),
+            kind: "plugin".to_owned(),
+            root: root.to_path_buf(),
+            filter: PathFilter::all(),
+            executables: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_skill_source_digest_frames_every_file_by_its_path_in_the_skill_directory() {
+        let one = tempfile::tempdir().unwrap();
+        let skill = one.path().join("skills/lint");
+        std::fs::create_dir_all(skill.join("scripts")).unwrap();
+        std::fs::write(skill.join("SKILL.md"), "---\nname: lint\n---\nLint.\n").unwrap();
+        std::fs::write(skill.join("scripts/run.sh"), "#!/bin/sh\n").unwrap();
+        let two = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(two.path().join(".claude/skills/lint")).unwrap();
+        std::fs::write(
+            two.path().join(".claude/skills/lint/SKILL.md"),
+            "---\nname: lint\n---\nOther.\n",
+        )
+        .unwrap();
+        let plan = AgentPlan {
+            packages: vec![package("one", one.path()), package("two", two.path())],
+            ..AgentPlan::default()
+        };
+        let mut expected = Sha256::new();
+        for (path, bytes) in [
+            ("SKILL.md", &b"---\nname: lint\n---\nLint.\n"[..]),
+            ("scripts/run.sh", &b"#!/bin/sh\n"[..]),
+        ] {
+            expected.update((path.len() as u64).to_le_bytes());
+            expected.update(path.as_bytes());
+            expected.update((bytes.len() as u64).to_le_bytes());
+            expected.update(bytes);
+        }
+        let expected = format!("sha256:{}", hex::encode(expected.finalize()));
+        let found = source_digests(&plan, "skill", "lint", Some("one")).unwrap();
+        assert_eq!(found, vec![("one".to_owned(), expected.clone())]);
+        // Unrestricted, both packages hold the name, with different bytes.
+        let found = source_digests(&plan, "skill", "lint", None).unwrap();
+        assert_eq!(found.len(), 2);
+        assert_ne!(found[0].1, found[1].1);
+        assert!(source_digests(&plan, "command", "lint", None)
+            .unwrap()
+            .is_empty());
+    }
 
     #[test]
     fn planned_paths_name_their_artifacts() {
