@@ -112,7 +112,10 @@ pub enum Command {
     Preflight(commands::preflight::PreflightArgs),
 
     /// Run the real agent against the staged tree (no model request) and write a receipt.
-    Probe(commands::probe::ProbeArgs),
+    Probe(commands::probe::diff::ProbeCommand),
+
+    /// Diagnostics to share: `support export RECEIPT --output FILE` writes a redacted capsule.
+    Support(commands::probe::support::SupportArgs),
 
     /// Manage [modes] in agentpack.toml.
     Mode(commands::mode::ModeArgs),

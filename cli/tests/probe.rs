@@ -546,7 +546,10 @@ fn claude_stand_in() -> String {
         "skills": [format!("agentpack-bundle:{SENTINEL}"), "builtin"],
         "slash_commands": [format!("agentpack-bundle:{SENTINEL}"), "compact"],
         "agents": ["Explore"]});
-    format!("#!/bin/sh\necho '{init}'\nsleep 30\n")
+    // `plugin validate --json BUNDLE`, the controlled projection beside the session.
+    let validated = json!({"success": true, "provides": {
+        "skills": [format!("agentpack-bundle:{SENTINEL}")], "commands": [], "agents": []}});
+    format!("#!/bin/sh\nif [ \"$1\" = plugin ]; then echo '{validated}'; exit 0; fi\necho '{init}'\nsleep 30\n")
 }
 
 #[test]

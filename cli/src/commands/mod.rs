@@ -65,7 +65,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Sync(args) => sync::run(&ctx, &args),
         // Pure: takes no project lock and writes nothing.
         Command::Preflight(args) => preflight::run(&ctx, &args),
-        Command::Probe(args) => probe::run(&ctx, &args),
+        Command::Probe(args) => probe::diff::dispatch(&ctx, &args),
+        Command::Support(args) => probe::support::run(&ctx, &args),
         Command::Mode(args) => mode::run(&ctx, &args),
         Command::Rollback(args) => mode::run_rollback(&ctx, &args),
         Command::Gc(args) => store::run_gc(&ctx, &args),

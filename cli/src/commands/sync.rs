@@ -60,6 +60,9 @@ pub struct SyncArgs {
     /// Re-fetch cache entries that do not match pack.lock, verify them, and replace them.
     #[arg(long)]
     pub repair: bool,
+    /// After a successful sync, probe every installed supported agent (`probe --all`).
+    #[arg(long, conflicts_with_all = ["dry_run", "verify_only"])]
+    pub probe: bool,
 }
 
 /// How a sync resolves.
@@ -132,24 +135,39 @@ pub fn run(ctx: &Context, args: &SyncArgs) -> Result<ExitCode> {
         }
     };
     tidy_after_sync(ctx, &project, &staged)?;
+    let probed = if args.probe {
+        Some(crate::commands::probe::all::probe_all(ctx, None)?)
+    } else {
+        None
+    };
     if ctx.json {
         // What rendering reported, collisions (both sides kept, the earlier one renamed) included.
         let report = staged::read_report_at(&staged.generation);
         let lock = Lockfile::load_if_exists(&project.lock_path)?.unwrap_or_default();
-        output::json(&serde_json::json!({
+        let mut body = serde_json::json!({
             "mode": mode_name(ctx),
             "pointer": staged.pointer,
             "generation": staged.generation,
             "warnings": report.warnings,
             "collisions": report.collisions,
             "mirrored": mirrored_packages(&lock, &project.home.root),
-        }))?;
+        });
+        if let Some(rows) = &probed {
+            body["probes"] = serde_json::to_value(rows)?;
+        }
+        output::json(&body)?;
     } else if ctx.says() {
         output::info(&format!(
             "Staged mode `{}` at {}",
             mode_name(ctx),
             staged.pointer.display()
         ));
+    }
+    if let Some(rows) = &probed {
+        if !ctx.json {
+            output::stdout(&crate::commands::probe::all::table(rows))?;
+        }
+        return Ok(crate::commands::probe::all::exit_code(rows));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,11 +1,14 @@
 //! `agentpack probe --agent claude|codex|opencode`: runs the real client against what the mode's
 //! generation staged and writes a receipt of what the client itself lists.
 //!
-//! OpenCode: `debug skill` with a disposable home and `OPENCODE_CONFIG_DIR` a regular-file copy of
-//! the staged OpenCode tree (controlled projection, outside the checkout; Codex likewise).
+//! OpenCode: `debug skill` sampled [`OPENCODE_SKILL_SAMPLES`] times, `debug config` and `debug
+//! agent NAME` per staged agent, concurrently, with a disposable home and `OPENCODE_CONFIG_DIR` a
+//! regular-file copy of the staged OpenCode tree (controlled projection, outside the checkout;
+//! Codex likewise). [`all`] probes every installed agent at once (`probe --all`, `sync --probe`).
 //! Claude Code: the print-mode `init` event of a session started in the checkout (workspace
 //! session), with the staged bundle as `--plugin-dir`, a dummy key and `ANTHROPIC_BASE_URL` at a
-//! closed port on 127.0.0.1, stopped as soon as the init event is read. Codex: `debug
+//! closed port on 127.0.0.1, stopped as soon as the init event is read; then `plugin validate
+//! --json` of the bundle (controlled projection, the catalog's `other_scopes`). Codex: `debug
 //! prompt-input` with a disposable `HOME`/`CODEX_HOME` holding a regular-file copy of the staged
 //! Codex home (controlled projection). It never stages (a missing staged tree is an error naming
 //! `agentpack sync`), never makes a model request, never reads the user's own agent configuration
@@ -14,9 +17,12 @@
 //! Exit codes: 0 the probe observed a catalog, 4 the client's version is not one the parser was
 //! validated on, 5 the client failed, hung or printed something the parser does not read.
 
+pub mod all;
+pub mod diff;
 pub mod parse;
 pub mod process;
 pub mod receipt;
+pub mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -45,8 +51,12 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
     /// The agent to probe (the mode is the global `--mode`).
-    #[arg(long, value_parser = ["claude", "codex", "opencode"])]
-    pub agent: String,
+    #[arg(long, value_parser = ["claude", "codex", "opencode"], required_unless_present = "all")]
+    pub agent: Option<String>,
+    /// Probe every installed supported agent (claude, codex, opencode) in parallel and print one
+    /// table; each probe writes its receipt.
+    #[arg(long, conflicts_with = "agent")]
+    pub all: bool,
     /// Bind the receipt to this policy (with the global `--strict-external` and the bytes of
     /// contract.json beside the definition): only a preflight under the same policy attaches it.
     #[arg(long, value_enum)]
@@ -84,14 +94,111 @@ pub(crate) fn current_identities(
 }
 
 pub fn run(ctx: &Context, args: &ProbeArgs) -> Result<ExitCode> {
-    let agent = Agent::from_name(&args.agent)
-        .filter(|a| matches!(a, Agent::Claude | Agent::Codex | Agent::OpenCode))
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "`{}` cannot be probed (claude, codex, opencode)",
-                args.agent
-            )
-        })?;
+    if args.all {
+        let probed = all::probe_all(ctx, args.policy)?;
+        all::print(ctx, &probed)?;
+        return Ok(all::exit_code(&probed));
+    }
+    let name = args.agent.as_deref().unwrap_or_default();
+    let agent = Agent::from_name(name)
+        .filter(|a| PROBED.contains(a))
+        .ok_or_else(|| anyhow::anyhow!("`{name}` cannot be probed (claude, codex, opencode)"))?;
+    let Probe { receipt, path, .. } = probe_agent(ctx, agent, args.policy)?;
+    if ctx.json {
+        let mut value = serde_json::to_value(&receipt)?;
+        value["path"] = serde_json::Value::String(path.display().to_string());
+        output::json(&value)?;
+    } else {
+        output::stdout(&human(&receipt, &path))?;
+    }
+    Ok(ExitCode::from(status_exit(&receipt.status)))
+}
+
+/// The agents a probe can observe.
+pub const PROBED: [Agent; 3] = [Agent::Claude, Agent::Codex, Agent::OpenCode];
+
+/// The exit code of a probe that ended with `status`.
+fn status_exit(status: &str) -> u8 {
+    match status {
+        "complete" => 0,
+        "unknown" => 4,
+        _ => 5,
+    }
+}
+
+/// The executable a probe of `agent` runs, found like the launchers find it (its `*_PATH`
+/// override, then `PATH`).
+pub(crate) fn client_program(
+    agent: Agent,
+) -> Result<PathBuf, agentpack_harness::launch::LaunchError> {
+    agentpack_harness::launch::resolve_binary(
+        agent,
+        std::env::var_os(agentpack_harness::launch::path_override_var(agent)).as_deref(),
+        std::env::var_os("PATH").as_deref(),
+    )
+}
+
+/// One probe's receipt, where it was written, and the artifacts of the staged tree the client
+/// could list in the probe's scope (`(category, name)`).
+#[derive(Debug)]
+pub struct Probe {
+    pub receipt: Receipt,
+    pub path: PathBuf,
+    pub expected: Vec<(String, String)>,
+}
+
+/// The skills (and for Claude Code and OpenCode the commands and agents) the staged tree holds
+/// for `agent`: what its probe can list.
+fn staged_artifacts(agent: Agent, staged: &Path) -> Vec<(String, String)> {
+    let root = match agent {
+        Agent::Claude => agentpack_harness::launch::claude_bundle(staged),
+        Agent::Codex => staged.join("codex-home"),
+        _ => staged.join("opencode"),
+    };
+    let names = |dir: &str, markdown_files: bool| -> Vec<String> {
+        let mut names: Vec<String> = fs_err::read_dir(root.join(dir))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if markdown_files {
+                    name.strip_suffix(".md").map(str::to_owned)
+                } else {
+                    entry.path().join("SKILL.md").is_file().then_some(name)
+                }
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    let mut expected: Vec<(String, String)> = names("skills", false)
+        .into_iter()
+        .map(|n| ("skill".to_owned(), n))
+        .collect();
+    if agent != Agent::Codex {
+        expected.extend(
+            names("commands", true)
+                .into_iter()
+                .map(|n| ("command".to_owned(), n)),
+        );
+        expected.extend(
+            names("agents", true)
+                .into_iter()
+                .map(|n| ("agent".to_owned(), n)),
+        );
+    }
+    expected
+}
+
+/// Probes `agent` against the current mode's staged tree and writes the receipt: the receipt and
+/// where it was written. An error only when nothing could be run or written (no project, nothing
+/// staged, no client); a client that fails is a receipt with that status.
+pub fn probe_agent(
+    ctx: &Context,
+    agent: Agent,
+    policy: Option<crate::commands::preflight::Policy>,
+) -> Result<Probe> {
     let project = Project::discover(ctx)?;
     let manifest_bytes = agentpack_lockfile::read_regular_file(&project.manifest_path)
         .with_context(|| format!("cannot read {}", project.manifest_path.display()))?;
@@ -122,7 +229,7 @@ pub fn run(ctx: &Context, args: &ProbeArgs) -> Result<ExitCode> {
         &mode.name,
         Some(&staged),
     );
-    if let Some(policy) = args.policy {
+    if let Some(policy) = policy {
         let contract = project.root.join(crate::commands::preflight::CONTRACT_FILE);
         let contract_bytes = match agentpack_lockfile::read_regular_file(&contract) {
             Ok(bytes) => Some(bytes),
@@ -139,11 +246,7 @@ pub fn run(ctx: &Context, args: &ProbeArgs) -> Result<ExitCode> {
             contract_bytes.as_deref(),
         ));
     }
-    let program = agentpack_harness::launch::resolve_binary(
-        agent,
-        std::env::var_os(agentpack_harness::launch::path_override_var(agent)).as_deref(),
-        std::env::var_os("PATH").as_deref(),
-    )?;
+    let program = client_program(agent)?;
     // Hashed, never run for the digest: the bytes the probe then runs.
     let sha256 = {
         let mut digest = Sha256::new();
@@ -203,9 +306,29 @@ pub fn run(ctx: &Context, args: &ProbeArgs) -> Result<ExitCode> {
                 )
                 .env("DISABLE_AUTOUPDATER", "1")
                 .env("DISABLE_TELEMETRY", "1");
-            let captured = process::run(command, timeout, CAPTURE_BOUND, &init_seen)?;
-            let parsed = parse::claude_init(&captured.stdout);
+            let mut captured = process::run(command, timeout, CAPTURE_BOUND, &init_seen)?;
+            let mut parsed = parse::claude_init(&captured.stdout);
             let version = first_init(&captured.stdout);
+            // The controlled projection beside the session: `plugin validate` of the bundle,
+            // outside the checkout; its output joins the retained evidence.
+            if let Ok(catalog) = &mut parsed {
+                let mut validate = base(&program, &outside);
+                validate.args(["plugin", "validate", "--json"]).arg(&bundle);
+                let run = process::run(validate, timeout, CAPTURE_BOUND, &|_| false)?;
+                captured
+                    .stdout
+                    .extend_from_slice(b"\n== claude plugin validate --json\n");
+                captured.stdout.extend_from_slice(&run.stdout);
+                captured.stderr.extend_from_slice(&run.stderr);
+                if run.termination.how == "timed_out" || run.termination.truncated {
+                    captured.termination = run.termination;
+                } else {
+                    match parse::claude_validate(&run.stdout) {
+                        Ok(observed) => catalog.other_scopes = observed,
+                        Err(failure) => parsed = Err(failure),
+                    }
+                }
+            }
             ("workspace_session", version, captured, parsed)
         }
         Agent::Codex => {
@@ -229,25 +352,43 @@ pub fn run(ctx: &Context, args: &ProbeArgs) -> Result<ExitCode> {
         _ => {
             let config_dir = scratch.path().join("opencode");
             copy_regular(&staged.join("opencode"), &config_dir)?;
-            let with_config = |args: &[&str]| {
+            // Each run its own data, cache and state (concurrent runs never share a database).
+            let run_in = |run: usize, args: &[&str]| {
+                let own = scratch.path().join(format!("opencode-run-{run}"));
                 let mut command = base(&program, &outside);
                 command
                     .args(args)
                     .env("OPENCODE_CONFIG_DIR", &config_dir)
                     .env("XDG_CONFIG_HOME", home.join(".config"))
-                    .env("XDG_DATA_HOME", home.join(".local/share"))
-                    .env("XDG_CACHE_HOME", home.join(".cache"))
-                    .env("XDG_STATE_HOME", home.join(".local/state"));
+                    .env("XDG_DATA_HOME", own.join("share"))
+                    .env("XDG_CACHE_HOME", own.join("cache"))
+                    .env("XDG_STATE_HOME", own.join("state"));
                 command
             };
-            let (version, captured) = versioned(&with_config, &["debug", "skill"], timeout)?;
-            let parsed = match &version {
-                Some(v) => parse::opencode_skills(&captured.stdout, v, &config_dir),
-                None => Err(ParseFailure::Malformed(
-                    "`opencode --version` printed no version".to_owned(),
-                )),
-            };
-            ("controlled_projection", version, captured, parsed)
+            let (version, first) =
+                versioned(&|args| run_in(0, args), &["debug", "skill"], timeout)?;
+            let first_ok =
+                first.termination.how == "exited" && first.termination.exit_code == Some(0);
+            match &version {
+                Some(v) if first_ok && v == parse::OPENCODE_VALIDATED => {
+                    let staged_here = staged_artifacts(Agent::OpenCode, &staged);
+                    let (captured, parsed) =
+                        opencode_listings(&run_in, first, &staged_here, &config_dir, v, timeout)?;
+                    ("controlled_projection", version, captured, parsed)
+                }
+                Some(v) => {
+                    let parsed = parse::opencode_skills(&first.stdout, v, &config_dir);
+                    ("controlled_projection", version, first, parsed)
+                }
+                None => (
+                    "controlled_projection",
+                    version,
+                    first,
+                    Err(ParseFailure::Malformed(
+                        "`opencode --version` printed no version".to_owned(),
+                    )),
+                ),
+            }
         }
     };
     let term = &captured.termination;
@@ -324,18 +465,11 @@ pub fn run(ctx: &Context, args: &ProbeArgs) -> Result<ExitCode> {
         evidence_digest: receipt::digest(&evidence),
     };
     let path = receipt::write(&project.state_dir().join(receipt::DIR), &receipt, &evidence)?;
-    if ctx.json {
-        let mut value = serde_json::to_value(&receipt)?;
-        value["path"] = serde_json::Value::String(path.display().to_string());
-        output::json(&value)?;
-    } else {
-        output::stdout(&human(&receipt, &path))?;
-    }
-    Ok(ExitCode::from(match receipt.status.as_str() {
-        "complete" => 0,
-        "unknown" => 4,
-        _ => 5,
-    }))
+    Ok(Probe {
+        receipt,
+        path,
+        expected: staged_artifacts(agent, &staged),
+    })
 }
 
 fn validated(agent: Agent) -> &'static str {
@@ -363,6 +497,113 @@ fn versioned(
     Ok((
         version,
         process::run(command(args), timeout, CAPTURE_BOUND, &|_| false)?,
+    ))
+}
+
+/// How many times a probe lists OpenCode's skills (`debug skill`): its choice between same-named
+/// skills varies from run to run, so every winner seen over the samples is recorded. The samples
+/// run concurrently; see docs/src/probe.md for what a run costs.
+pub const OPENCODE_SKILL_SAMPLES: usize = 8;
+
+/// The rest of OpenCode's controlled projection after the first `debug skill` sample `first`:
+/// the other samples, `debug config` and `debug agent NAME` for each staged agent, run
+/// concurrently. The evidence is every run's output in order; the termination the first run's
+/// that did not end well (else the first's); the catalog the merged samples plus the agents and
+/// commands the resolved configuration lists (a staged agent is the package's only when `debug
+/// agent` resolves it too).
+fn opencode_listings(
+    run_in: &(dyn Fn(usize, &[&str]) -> Command + Sync),
+    first: process::Captured,
+    staged: &[(String, String)],
+    config_dir: &Path,
+    version: &str,
+    timeout: Duration,
+) -> Result<(process::Captured, Result<Catalog, ParseFailure>)> {
+    let agents: Vec<&str> = staged
+        .iter()
+        .filter(|(category, _)| category == "agent")
+        .map(|(_, name)| name.as_str())
+        .collect();
+    let mut jobs: Vec<Vec<&str>> = (1..OPENCODE_SKILL_SAMPLES)
+        .map(|_| vec!["debug", "skill"])
+        .collect();
+    jobs.push(vec!["debug", "config"]);
+    for name in &agents {
+        jobs.push(vec!["debug", "agent", name]);
+    }
+    let runs: Vec<Result<process::Captured>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = jobs
+            .iter()
+            .enumerate()
+            .map(|(i, args)| {
+                scope.spawn(move || {
+                    process::run(run_in(i + 1, args), timeout, CAPTURE_BOUND, &|_| false)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| match handle.join() {
+                Ok(run) => run.map_err(anyhow::Error::new),
+                Err(_) => Err(anyhow::anyhow!("an OpenCode probe run's thread panicked")),
+            })
+            .collect()
+    });
+    let mut all = vec![first];
+    for run in runs {
+        all.push(run?);
+    }
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    for (run, args) in all
+        .iter()
+        .zip(std::iter::once(&vec!["debug", "skill"]).chain(&jobs))
+    {
+        let header = format!("== opencode {}\n", args.join(" "));
+        stdout.extend_from_slice(header.as_bytes());
+        stdout.extend_from_slice(&run.stdout);
+        stderr.extend_from_slice(header.as_bytes());
+        stderr.extend_from_slice(&run.stderr);
+    }
+    let ended_well =
+        |t: &process::Termination| t.how == "exited" && t.exit_code == Some(0) && !t.truncated;
+    let mut termination = all
+        .iter()
+        .map(|r| &r.termination)
+        .find(|t| !ended_well(t))
+        .unwrap_or(&all[0].termination)
+        .clone();
+    termination.truncated = all.iter().any(|r| r.termination.truncated);
+    termination.elapsed_ms = all
+        .iter()
+        .map(|r| r.termination.elapsed_ms)
+        .max()
+        .unwrap_or(0);
+    let samples = OPENCODE_SKILL_SAMPLES;
+    let parsed = (|| {
+        let listed: Vec<Catalog> = all[..samples]
+            .iter()
+            .map(|r| parse::opencode_skills(&r.stdout, version, config_dir))
+            .collect::<Result<_, _>>()?;
+        let mut catalog = parse::merge_skill_samples(&listed);
+        let mut configured = parse::opencode_config(&all[samples].stdout, version, staged)?;
+        for (run, name) in all[samples + 1..].iter().zip(&agents) {
+            // A staged agent `debug agent` cannot resolve is not observed, whatever the
+            // configuration lists.
+            if !parse::opencode_agent_resolved(&run.stdout, name)? {
+                configured.retain(|o| !(o.category == "agent" && o.name == *name));
+            }
+        }
+        catalog.artifacts.extend(configured);
+        Ok(catalog)
+    })();
+    Ok((
+        process::Captured {
+            stdout,
+            stderr,
+            termination,
+        },
+        parsed,
     ))
 }
 
@@ -444,6 +685,12 @@ fn human(receipt: &Receipt, path: &Path) -> String {
             ours.len(),
             ours.join(", ")
         ));
+        if !catalog.other_scopes.is_empty() {
+            out.push_str(&format!(
+                "  controlled projection (plugin validate): {} artifact(s)\n",
+                catalog.other_scopes.len()
+            ));
+        }
         for hook in &catalog.hooks {
             out.push_str(&format!(
                 "  hook {} {}: {} (exit {})\n",

@@ -16,9 +16,9 @@ pub const OPENCODE_VALIDATED: &str = "1.18.33";
 /// The revision of the parser of `agent`'s output: a receipt of another revision is not attached.
 pub fn adapter_revision(agent: &str) -> &'static str {
     match agent {
-        "claude" => "claude-init/1",
+        "claude" => "claude-init-validate/2",
         "codex" => "codex-prompt-input/1",
-        "opencode" => "opencode-debug-skill/1",
+        "opencode" => "opencode-debug/2",
         _ => "none",
     }
 }
@@ -55,6 +55,26 @@ pub struct HookOutcome {
 pub struct Catalog {
     pub artifacts: Vec<Observed>,
     pub hooks: Vec<HookOutcome>,
+    /// Every winner a repeatedly sampled listing chose (OpenCode's `debug skill`), per artifact;
+    /// empty for a listing read once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub winners_seen: Vec<WinnersSeen>,
+    /// Artifacts observed in a scope other than the receipt's own (Claude Code's `plugin
+    /// validate` of the staged bundle, `controlled_projection`). They never answer a requirement
+    /// of the receipt's scope.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_scopes: Vec<Observed>,
+}
+
+/// The winners one artifact had over the samples of a listing: `(winner, times)`, where the
+/// winner is `package` or `other`, and how many samples listed it at all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WinnersSeen {
+    pub category: String,
+    pub name: String,
+    pub winners: Vec<(String, usize)>,
+    pub listed_in: usize,
+    pub samples: usize,
 }
 
 /// Why output did not become a catalog.
@@ -150,7 +170,12 @@ pub fn claude_init(stdout: &[u8]) -> Result<Catalog, ParseFailure> {
                 for id in &agents {
                     push("agent", id);
                 }
-                return Ok(Catalog { artifacts, hooks });
+                return Ok(Catalog {
+                    artifacts,
+                    hooks,
+                    winners_seen: Vec::new(),
+                    other_scopes: Vec::new(),
+                });
             }
             _ => {}
         }
@@ -222,6 +247,8 @@ pub fn codex_prompt_input(stdout: &[u8], version: &str) -> Result<Catalog, Parse
     Ok(Catalog {
         artifacts,
         hooks: Vec::new(),
+        winners_seen: Vec::new(),
+        other_scopes: Vec::new(),
     })
 }
 
@@ -264,7 +291,149 @@ pub fn opencode_skills(
     Ok(Catalog {
         artifacts,
         hooks: Vec::new(),
+        winners_seen: Vec::new(),
+        other_scopes: Vec::new(),
     })
+}
+
+/// Merges samples of OpenCode's `debug skill` (each already parsed): a skill is the package's
+/// only when every sample listed it with the package's copy as the winner; a skill whose winner
+/// differed between samples is `varied`. Every winner seen is kept in `winners_seen`.
+pub fn merge_skill_samples(samples: &[Catalog]) -> Catalog {
+    let mut names: Vec<String> = Vec::new();
+    for sample in samples {
+        for artifact in &sample.artifacts {
+            if !names.contains(&artifact.name) {
+                names.push(artifact.name.clone());
+            }
+        }
+    }
+    let mut merged = Catalog::default();
+    for name in names {
+        let mut winners: Vec<(String, usize)> = Vec::new();
+        let mut listed_in = 0;
+        let mut first = None;
+        for sample in samples {
+            let mut listed = false;
+            for artifact in sample.artifacts.iter().filter(|a| a.name == name) {
+                listed = true;
+                first.get_or_insert_with(|| artifact.clone());
+                match winners.iter_mut().find(|(w, _)| *w == artifact.winner) {
+                    Some((_, times)) => *times += 1,
+                    None => winners.push((artifact.winner.clone(), 1)),
+                }
+            }
+            listed_in += usize::from(listed);
+        }
+        let Some(mut observed) = first else { continue };
+        observed.winner = match winners.as_slice() {
+            [(only, _)] if listed_in == samples.len() => only.clone(),
+            [(only, _)] if only == "other" => only.clone(),
+            _ => "varied".to_owned(),
+        };
+        merged.winners_seen.push(WinnersSeen {
+            category: observed.category.clone(),
+            name: observed.name.clone(),
+            winners,
+            listed_in,
+            samples: samples.len(),
+        });
+        merged.artifacts.push(observed);
+    }
+    merged
+}
+
+/// Claude Code's `plugin validate --json BUNDLE` (the staged bundle, a controlled projection):
+/// the skills, commands and agents it `provides`. A report with errors is a failure naming the
+/// first, never an empty catalog.
+pub fn claude_validate(stdout: &[u8]) -> Result<Vec<Observed>, ParseFailure> {
+    let value: Value = serde_json::from_slice(stdout).map_err(|err| {
+        ParseFailure::Malformed(format!(
+            "`plugin validate --json` did not print JSON ({err})"
+        ))
+    })?;
+    if value["success"] != Value::Bool(true) {
+        let first = value["manifest"]["errors"][0]["message"]
+            .as_str()
+            .unwrap_or("no message");
+        return Err(ParseFailure::Malformed(format!(
+            "`claude plugin validate` rejected the staged bundle: {}",
+            excerpt(first)
+        )));
+    }
+    let mut observed = Vec::new();
+    for (key, category) in [
+        ("skills", "skill"),
+        ("commands", "command"),
+        ("agents", "agent"),
+    ] {
+        let ids = value["provides"][key].as_array().ok_or_else(|| {
+            ParseFailure::Malformed(format!(
+                "the validation report has no `provides.{key}` list"
+            ))
+        })?;
+        for id in ids {
+            let id = id.as_str().ok_or_else(|| {
+                ParseFailure::Malformed(format!("a `provides.{key}` entry is not a string"))
+            })?;
+            let (name, winner) = split_bundle(id);
+            observed.push(Observed {
+                category: category.to_owned(),
+                name,
+                native_id: id.to_owned(),
+                winner: winner.to_owned(),
+                scope: "controlled_projection".to_owned(),
+            });
+        }
+    }
+    Ok(observed)
+}
+
+/// OpenCode's `debug config` JSON: the agents and commands of its `agent` and `command` objects;
+/// one named in `staged` (`(category, name)`, the staged tree's) is the package's.
+pub fn opencode_config(
+    stdout: &[u8],
+    version: &str,
+    staged: &[(String, String)],
+) -> Result<Vec<Observed>, ParseFailure> {
+    if version != OPENCODE_VALIDATED {
+        return Err(ParseFailure::UnknownVersion(version.to_owned()));
+    }
+    let value: Value = serde_json::from_slice(stdout).map_err(|err| {
+        ParseFailure::Malformed(format!("the resolved configuration is not JSON ({err})"))
+    })?;
+    let mut observed = Vec::new();
+    for (key, category) in [("agent", "agent"), ("command", "command")] {
+        let entries = value[key].as_object().ok_or_else(|| {
+            ParseFailure::Malformed(format!("the resolved configuration has no `{key}` object"))
+        })?;
+        for name in entries.keys() {
+            let ours = staged.iter().any(|(c, n)| c == category && n == name);
+            observed.push(Observed {
+                category: category.to_owned(),
+                name: name.clone(),
+                native_id: name.clone(),
+                winner: if ours { "package" } else { "other" }.to_owned(),
+                scope: "controlled_projection".to_owned(),
+            });
+        }
+    }
+    Ok(observed)
+}
+
+/// OpenCode's `debug agent NAME`: whether it resolved the agent (a JSON object of that name);
+/// its "not found" sentence is `false`, anything else malformed.
+pub fn opencode_agent_resolved(stdout: &[u8], name: &str) -> Result<bool, ParseFailure> {
+    match serde_json::from_slice::<Value>(stdout) {
+        Ok(value) if value["name"] == name => Ok(true),
+        Ok(_) => Err(ParseFailure::Malformed(format!(
+            "`debug agent {name}` printed an agent of another name"
+        ))),
+        Err(_) if String::from_utf8_lossy(stdout).contains("not found") => Ok(false),
+        Err(err) => Err(ParseFailure::Malformed(format!(
+            "`debug agent {name}` did not print JSON ({err})"
+        ))),
+    }
 }
 
 fn excerpt(line: &str) -> String {
@@ -324,5 +493,88 @@ mod tests {
             Some("2.1.328")
         );
         assert_eq!(version_of("hello"), None);
+    }
+
+    #[test]
+    fn skill_samples_keep_every_winner_and_a_varying_one_is_not_the_packages() {
+        let dir = std::path::Path::new("/probe/opencode");
+        let ours = br#"[{"name":"s","location":"/probe/opencode/skills/s/SKILL.md"},{"name":"t","location":"/probe/opencode/skills/t/SKILL.md"}]"#;
+        let theirs = br#"[{"name":"s","location":"/elsewhere/s/SKILL.md"},{"name":"t","location":"/probe/opencode/skills/t/SKILL.md"}]"#;
+        let sample = |bytes: &[u8]| opencode_skills(bytes, OPENCODE_VALIDATED, dir).unwrap();
+        let merged = merge_skill_samples(&[sample(ours), sample(theirs), sample(ours)]);
+        let s = merged.artifacts.iter().find(|a| a.name == "s").unwrap();
+        assert_eq!(s.winner, "varied");
+        let t = merged.artifacts.iter().find(|a| a.name == "t").unwrap();
+        assert_eq!(t.winner, "package");
+        let seen = merged.winners_seen.iter().find(|w| w.name == "s").unwrap();
+        assert_eq!(
+            seen.winners,
+            vec![("package".to_owned(), 2), ("other".to_owned(), 1)]
+        );
+        assert_eq!((seen.listed_in, seen.samples), (3, 3));
+        // Listed in only some samples: not reliably the package's.
+        let one = br#"[{"name":"t","location":"/probe/opencode/skills/t/SKILL.md"}]"#;
+        let merged = merge_skill_samples(&[sample(ours), sample(one)]);
+        let s = merged.artifacts.iter().find(|a| a.name == "s").unwrap();
+        assert_eq!(s.winner, "varied");
+    }
+
+    #[test]
+    fn claude_validate_lists_what_the_bundle_provides_and_rejects_errors() {
+        let report = br#"{"success":true,"provides":{"skills":["agentpack-bundle:s"],"commands":["agentpack-bundle:c"],"agents":[]}}"#;
+        let observed = claude_validate(report).unwrap();
+        assert_eq!(observed.len(), 2);
+        assert_eq!(
+            (observed[1].category.as_str(), observed[1].name.as_str()),
+            ("command", "c")
+        );
+        assert_eq!(observed[0].winner, "package");
+        assert_eq!(observed[0].scope, "controlled_projection");
+        let rejected = br#"{"success":false,"manifest":{"errors":[{"message":"bad name"}]}}"#;
+        assert!(
+            matches!(claude_validate(rejected), Err(ParseFailure::Malformed(m)) if m.contains("bad name"))
+        );
+        assert!(claude_validate(&report[..30]).is_err());
+        assert!(claude_validate(br#"{"success":true,"provides":{"skills":[]}}"#).is_err());
+    }
+
+    #[test]
+    fn opencode_config_and_agent_never_guess() {
+        let staged = vec![("agent".to_owned(), "helper".to_owned())];
+        let config = br#"{"agent":{"helper":{"name":"helper"},"mine":{}},"command":{"c":{}}}"#;
+        let observed = opencode_config(config, OPENCODE_VALIDATED, &staged).unwrap();
+        let winner = |name: &str| {
+            observed
+                .iter()
+                .find(|o| o.name == name)
+                .map(|o| (o.category.as_str(), o.winner.as_str()))
+        };
+        assert_eq!(winner("helper"), Some(("agent", "package")));
+        assert_eq!(winner("mine"), Some(("agent", "other")));
+        assert_eq!(winner("c"), Some(("command", "other")));
+        assert!(matches!(
+            opencode_config(br#"{"agent":{}}"#, OPENCODE_VALIDATED, &staged),
+            Err(ParseFailure::Malformed(_))
+        ));
+        assert!(matches!(
+            opencode_config(&config[..20], OPENCODE_VALIDATED, &staged),
+            Err(ParseFailure::Malformed(_))
+        ));
+        assert!(matches!(
+            opencode_config(config, "1.0.0", &staged),
+            Err(ParseFailure::UnknownVersion(_))
+        ));
+        assert_eq!(
+            opencode_agent_resolved(br#"{"name":"helper","mode":"subagent"}"#, "helper"),
+            Ok(true)
+        );
+        assert_eq!(
+            opencode_agent_resolved(
+                b"Agent helper not found, run 'opencode agent list'",
+                "helper"
+            ),
+            Ok(false)
+        );
+        assert!(opencode_agent_resolved(b"garbage", "helper").is_err());
     }
 }
