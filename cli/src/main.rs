@@ -10,6 +10,7 @@ mod context;
 mod env;
 mod logging;
 mod output;
+mod private_dir;
 mod project;
 mod project_lock;
 mod proxy;

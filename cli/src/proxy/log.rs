@@ -138,17 +138,11 @@ impl LogWriter {
     /// Creates `dir` (0700) and a new file in it named after the start time and the pid (0600).
     pub fn open(dir: &Path, started: SystemTime) -> Result<Self, LogError> {
         use fs_err::os::unix::fs::OpenOptionsExt as _;
-        use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
         let create_dir = |source| LogError::CreateDir {
             dir: dir.to_path_buf(),
             source,
         };
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(create_dir)?;
-        fs_err::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(create_dir)?;
+        crate::private_dir::ensure(dir).map_err(create_dir)?;
         let stamp = humantime::format_rfc3339_seconds(started)
             .to_string()
             .replace([':', '-'], "");

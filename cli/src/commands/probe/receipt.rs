@@ -4,7 +4,7 @@
 //! agent, never an older one when the newest does not fit.
 
 use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -130,12 +130,7 @@ pub fn write(dir: &Path, receipt: &Receipt, evidence: &[u8]) -> Result<PathBuf, 
         dir: dir.to_path_buf(),
         source,
     };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(io)?;
-    fs_err::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
+    crate::private_dir::ensure(dir).map_err(io)?;
     let bytes = serde_json::to_vec_pretty(receipt).map_err(|err| io(std::io::Error::other(err)))?;
     let path = dir.join(format!("{}.json", receipt.id));
     write_file(dir, &evidence_path(&path), evidence).map_err(io)?;
