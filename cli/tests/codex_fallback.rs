@@ -10,22 +10,10 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stderr)] // tests may unwrap and say why they skip (HELPERS.md)
 
-use std::path::{Path, PathBuf};
+use agentpack_test_support::agents_bin;
+use std::path::Path;
 
 use agentpack_test_support::IsolatedHome;
-
-fn agents_bin() -> Option<PathBuf> {
-    match std::env::var_os("AGENTPACK_TEST_AGENTS_BIN").filter(|v| !v.is_empty()) {
-        Some(dir) => Some(PathBuf::from(dir)),
-        None if std::env::var_os("CI").is_some() => {
-            panic!("AGENTPACK_TEST_AGENTS_BIN is not set, and CI is: install the agents with npm and set it")
-        }
-        None => {
-            eprintln!("skipped: set AGENTPACK_TEST_AGENTS_BIN to a node_modules/.bin with codex");
-            None
-        }
-    }
-}
 
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();

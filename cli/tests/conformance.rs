@@ -6,24 +6,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // test code: a panic is a failure; skips are printed
 
+use agentpack_test_support::agents_bin;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use agentpack_test_support::IsolatedHome;
-
-fn agents_bin() -> Option<PathBuf> {
-    match std::env::var_os("AGENTPACK_TEST_AGENTS_BIN") {
-        Some(dir) => Some(PathBuf::from(dir)),
-        None => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must set AGENTPACK_TEST_AGENTS_BIN (see .ci/run)"
-            );
-            println!("skipped: AGENTPACK_TEST_AGENTS_BIN is not set (npm install the pinned clients, see .ci/run)");
-            None
-        }
-    }
-}
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")

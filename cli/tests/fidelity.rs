@@ -9,6 +9,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // test code: a panic is a failure; skips are printed
 
+use agentpack_test_support::agents_bin;
 use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -20,20 +21,6 @@ use serde_json::Value;
 
 fn bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin("agentpack")
-}
-
-fn agents_bin() -> Option<PathBuf> {
-    match std::env::var_os("AGENTPACK_TEST_AGENTS_BIN") {
-        Some(dir) => Some(PathBuf::from(dir)),
-        None => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must set AGENTPACK_TEST_AGENTS_BIN (see .ci/run)"
-            );
-            println!("skipped the real clients: AGENTPACK_TEST_AGENTS_BIN is not set");
-            None
-        }
-    }
 }
 
 struct World {

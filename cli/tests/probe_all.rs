@@ -8,26 +8,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // test code; skips are printed
 
+use agentpack_test_support::agents_bin;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use agentpack_test_support::IsolatedHome;
 use serde_json::Value;
-
-fn agents_bin() -> Option<PathBuf> {
-    match std::env::var_os("AGENTPACK_TEST_AGENTS_BIN") {
-        Some(dir) => Some(PathBuf::from(dir)),
-        None => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must set AGENTPACK_TEST_AGENTS_BIN (see .ci/run)"
-            );
-            println!("skipped: AGENTPACK_TEST_AGENTS_BIN is not set (npm install the pinned clients, see .ci/run)");
-            None
-        }
-    }
-}
 
 const SENTINEL: &str = "probe-all-sentinel-2c9e";
 

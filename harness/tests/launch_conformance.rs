@@ -10,6 +10,7 @@
 
 mod launch_common;
 
+use agentpack_test_support::agents_bin;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Command;
@@ -17,19 +18,6 @@ use std::process::Command;
 use agentpack_harness::home_layer::{self, HomeLayerRequest};
 use agentpack_harness::launch::{self, LaunchRequest};
 use agentpack_harness::Agent;
-
-fn agents_bin() -> Option<PathBuf> {
-    match std::env::var_os("AGENTPACK_TEST_AGENTS_BIN").filter(|v| !v.is_empty()) {
-        Some(dir) => Some(PathBuf::from(dir)),
-        None if std::env::var_os("CI").is_some() => {
-            panic!("AGENTPACK_TEST_AGENTS_BIN is not set, and CI is: install the agents with npm and set it")
-        }
-        None => {
-            eprintln!("skipped: set AGENTPACK_TEST_AGENTS_BIN to a node_modules/.bin with claude, codex and opencode");
-            None
-        }
-    }
-}
 
 /// Prepares `agent`'s layer and runs its real binary through the launch command with `probe`.
 fn run_probe(

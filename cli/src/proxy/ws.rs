@@ -98,11 +98,22 @@ impl Drop for TunnelLog {
     }
 }
 
-fn log_now(shared: &Shared, mut record: LogRecord, started: Instant, kind: &str, message: String) {
+/// Logs a request the proxy could not serve and answers it with `status` and `message`.
+fn fail(
+    shared: &Shared,
+    mut record: LogRecord,
+    started: Instant,
+    status: StatusCode,
+    kind: &str,
+    message: String,
+) -> Response<ProxyBody> {
+    record.status = Some(status.as_u16());
     record.error_type = Some(kind.to_string());
-    record.error_message = Some(message);
     record.latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let response = proxy_error(status, &message);
+    record.error_message = Some(message);
     shared.log.write(&record);
+    response
 }
 
 /// Serves a request that asks for a WebSocket.
@@ -126,15 +137,14 @@ pub async fn handle(
         .map_or("/", |p| p.as_str())
         .to_string();
     let Ok(target) = upstream_uri(&shared.config.upstream, &path_and_query) else {
-        record.status = Some(400);
-        log_now(
+        return fail(
             &shared,
             record,
             started,
+            StatusCode::BAD_REQUEST,
             "bad_request_target",
             "the request path is not valid".into(),
         );
-        return proxy_error(StatusCode::BAD_REQUEST, "the request path is not valid");
     };
     let connect_timeout = shared.config.ws_connect_timeout;
     let mut connector = shared.ws_connector.clone();
@@ -145,35 +155,33 @@ pub async fn handle(
     let stream = match tokio::time::timeout(connect_timeout, connect).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(error)) => {
-            record.status = Some(502);
             let message = format!(
                 "cannot connect the WebSocket to {}: {error}",
                 shared.config.upstream_display()
             );
-            log_now(
+            return fail(
                 &shared,
                 record,
                 started,
+                StatusCode::BAD_GATEWAY,
                 "upstream_unreachable",
-                message.clone(),
+                message,
             );
-            return proxy_error(StatusCode::BAD_GATEWAY, &message);
         }
         Err(_) => {
-            record.status = Some(504);
             let message = format!(
                 "no WebSocket connection to {} within {}s (AGENTPACK_PROXY_WS_CONNECT_TIMEOUT_SECS)",
                 shared.config.upstream_display(),
                 connect_timeout.as_secs()
             );
-            log_now(
+            return fail(
                 &shared,
                 record,
                 started,
+                StatusCode::GATEWAY_TIMEOUT,
                 "ws_connect_timeout",
-                message.clone(),
+                message,
             );
-            return proxy_error(StatusCode::GATEWAY_TIMEOUT, &message);
         }
     };
     let handshake = async {
@@ -197,35 +205,33 @@ pub async fn handle(
     let mut response = match tokio::time::timeout(timeout.max(connect_timeout), handshake).await {
         Ok(Ok(response)) => response,
         Ok(Err(error)) => {
-            record.status = Some(502);
             let message = format!(
                 "the WebSocket handshake with {} failed: {error}",
                 shared.config.upstream_display()
             );
-            log_now(
+            return fail(
                 &shared,
                 record,
                 started,
+                StatusCode::BAD_GATEWAY,
                 "upstream_unreachable",
-                message.clone(),
+                message,
             );
-            return proxy_error(StatusCode::BAD_GATEWAY, &message);
         }
         Err(_) => {
-            record.status = Some(504);
             let message = format!(
                 "{} did not answer the WebSocket handshake within {}s",
                 shared.config.upstream_display(),
                 timeout.max(connect_timeout).as_secs()
             );
-            log_now(
+            return fail(
                 &shared,
                 record,
                 started,
+                StatusCode::GATEWAY_TIMEOUT,
                 "upstream_timeout",
-                message.clone(),
+                message,
             );
-            return proxy_error(StatusCode::GATEWAY_TIMEOUT, &message);
         }
     };
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {

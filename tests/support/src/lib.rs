@@ -5,6 +5,7 @@
 //! - [`hostile_server`]: a GitHub that stalls, never ends, or sends bombs; peak-memory measurement.
 //! - [`codex_daemon`]: a JSON-RPC client for Codex's app-server daemon, and a stand-in daemon.
 //! - [`IsolatedHome`]: run the `agentpack` binary with a private home and the fake GitHub.
+//! - [`agents_bin`]: the pinned real agent clients (skip outside CI, fail in CI when missing).
 //!
 //! Fixtures panic on setup failures: they are for tests only and never reach beyond 127.0.0.1.
 #![allow(clippy::unwrap_used)]
@@ -15,6 +16,7 @@ pub mod git_repo;
 pub mod hostile_server;
 pub mod isolated;
 pub mod npm_registry;
+pub mod pinned_agents;
 pub mod raw_tar;
 pub mod users;
 
@@ -22,4 +24,5 @@ pub use fake_github::{Endpoint, FakeGitHub};
 pub use git_repo::{git, TestRepo};
 pub use isolated::IsolatedHome;
 pub use npm_registry::{NpmPackage, NpmRegistry};
+pub use pinned_agents::agents_bin;
 pub use raw_tar::{gzip, RawTar};

@@ -71,76 +71,51 @@ fn check(
     reprobe: String,
 ) -> (Option<Receipt>, Vec<Finding>) {
     let shown = path.display().to_string();
+    // A receipt that satisfies nothing: one warning with the re-probe remedy.
+    let refuse = |code: &'static str, message: String| -> (Option<Receipt>, Vec<Finding>) {
+        let finding = Finding::new(code, Severity::Warning, &shown, agent, message, &reprobe);
+        (None, vec![finding])
+    };
     let found = match receipt::read(path) {
         Ok(found) => found,
         Err(err) => {
-            return (
-                None,
-                vec![Finding::new(
-                    code::RECEIPT_UNUSABLE,
-                    Severity::Warning,
-                    shown,
-                    agent,
-                    err.to_string()
-                        .lines()
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned(),
-                    reprobe,
-                )],
-            )
+            let first_line = err
+                .to_string()
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            return refuse(code::RECEIPT_UNUSABLE, first_line);
         }
     };
     if found.agent != agent {
-        return (
-            None,
-            vec![Finding::new(
-                code::RECEIPT_UNUSABLE,
-                Severity::Warning,
-                shown,
-                agent,
-                format!(
-                    "the receipt {} is a probe of {}, not {agent}",
-                    found.id, found.agent
-                ),
-                reprobe,
-            )],
+        return refuse(
+            code::RECEIPT_UNUSABLE,
+            format!(
+                "the receipt {} is a probe of {}, not {agent}",
+                found.id, found.agent
+            ),
         );
     }
     if found.status != "complete" || found.catalog.is_none() {
-        return (
-            None,
-            vec![Finding::new(
-                code::RECEIPT_UNUSABLE,
-                Severity::Warning,
-                shown,
-                agent,
-                format!(
-                    "the receipt {} is {}: {}; it satisfies no requirement",
-                    found.id,
-                    found.status,
-                    found.reason.as_deref().unwrap_or("no catalog")
-                ),
-                reprobe,
-            )],
+        return refuse(
+            code::RECEIPT_UNUSABLE,
+            format!(
+                "the receipt {} is {}: {}; it satisfies no requirement",
+                found.id,
+                found.status,
+                found.reason.as_deref().unwrap_or("no catalog")
+            ),
         );
     }
-    if found.adapter != crate::commands::probe::parse::adapter_revision(agent) {
-        return (
-            None,
-            vec![Finding::new(
-                code::RECEIPT_UNUSABLE,
-                Severity::Warning,
-                shown,
-                agent,
-                format!(
-                    "the receipt {} was read by the adapter revision `{}`, and this agentpack reads `{}`",
-                    found.id,
-                    found.adapter,
-                    crate::commands::probe::parse::adapter_revision(agent)
-                ),
-                reprobe,
-            )],
+    let adapter = crate::commands::probe::parse::adapter_revision(agent);
+    if found.adapter != adapter {
+        return refuse(
+            code::RECEIPT_UNUSABLE,
+            format!(
+                "the receipt {} was read by the adapter revision `{}`, and this agentpack reads `{adapter}`",
+                found.id, found.adapter
+            ),
         );
     }
     let evidence = receipt::evidence_path(path);
@@ -148,38 +123,24 @@ fn check(
         .map(|bytes| receipt::digest(&bytes) == found.evidence_digest)
         .unwrap_or(false);
     if !evidence_ok {
-        return (
-            None,
-            vec![Finding::new(
-                code::RECEIPT_UNUSABLE,
-                Severity::Warning,
-                shown,
-                agent,
-                format!(
-                    "the retained evidence of the receipt {} ({}) is missing or does not match its digest",
-                    found.id,
-                    evidence.display()
-                ),
-                reprobe,
-            )],
+        return refuse(
+            code::RECEIPT_UNUSABLE,
+            format!(
+                "the retained evidence of the receipt {} ({}) is missing or does not match its digest",
+                found.id,
+                evidence.display()
+            ),
         );
     }
     let stale = stale_identities(&found.identities, current);
     if !stale.is_empty() {
-        return (
-            None,
-            vec![Finding::new(
-                code::RECEIPT_STALE,
-                Severity::Warning,
-                shown,
-                agent,
-                format!(
-                    "the receipt {} was made for other inputs ({} changed since): it satisfies no requirement",
-                    found.id,
-                    stale.join(", ")
-                ),
-                reprobe,
-            )],
+        return refuse(
+            code::RECEIPT_STALE,
+            format!(
+                "the receipt {} was made for other inputs ({} changed since): it satisfies no requirement",
+                found.id,
+                stale.join(", ")
+            ),
         );
     }
     let finding = Finding::new(
