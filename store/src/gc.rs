@@ -589,7 +589,7 @@ pub fn gc(store: &Store, options: GcOptions) -> Result<GcReport> {
 
     // The stamps of blobs that are gone (a cache of each user's checks, see `publish`).
     if !dry {
-        sweep.report.bytes_freed += sweep_stamps(store);
+        sweep_stamps(store, &mut sweep);
     }
 
     // Leftovers in .tmp (dead builds; live ones hold their lock) and orphaned metadata.
@@ -698,30 +698,18 @@ pub fn gc(store: &Store, options: GcOptions) -> Result<GcReport> {
 /// Prefix of a store path GC moved aside in its own directory before removing it.
 const GC_ASIDE_PREFIX: &str = ".gc-";
 
-/// One warning per owner of what could not be removed (with the remedy), and one per failure.
 /// Removes every blob stamp (`stamps/<uid>/<2hex>/<blob>`) this user can reach whose blob is gone:
-/// those of the blobs this GC deleted and any a killed run left. Best effort, like the stamps: a
-/// stamp left behind costs nothing but a file (a new blob of that name has another inode, so the
-/// stale stamp only makes its first link re-hash it). Another user's stamps sit in their 0700
-/// directory: theirs (or root's) to collect. Stamp temp files (`.stamp-*`) are left alone.
-/// Removes the stamps of blobs that are gone; returns the bytes that frees (counted like every
-/// other removal, so `bytes_freed` matches what `du` sees go).
-fn sweep_stamps(store: &Store) -> u64 {
-    let stamps = store.dir.join(STAMPS);
+/// those of the blobs this GC deleted and any a killed run left, through the sweeper (counted in
+/// `bytes_freed` like every removal, a failure reported). A stamp left behind costs nothing but a
+/// file (a new blob of that name has another inode, so the stale stamp only makes its first link
+/// re-hash it). Another user's stamps sit in their 0700 directory: theirs (or root's) to collect.
+/// Stamp temp files (`.stamp-*`) are left alone.
+fn sweep_stamps(store: &Store, sweep: &mut Sweeper<'_>) {
     let blobs = store.dir.join(BLOBS);
-    let mut freed = 0;
-    let Ok(users) = std::fs::read_dir(&stamps) else {
-        return freed;
-    };
-    for user in users.flatten() {
-        let Ok(shards) = std::fs::read_dir(user.path()) else {
-            continue;
-        };
-        for shard in shards.flatten() {
-            let Ok(entries) = std::fs::read_dir(shard.path()) else {
-                continue;
-            };
-            for entry in entries.flatten() {
+    let readable = |dir: &Path| std::fs::read_dir(dir).into_iter().flatten().flatten();
+    for user in readable(&store.dir.join(STAMPS)) {
+        for shard in readable(&user.path()) {
+            for entry in readable(&shard.path()) {
                 let name = entry.file_name();
                 if name.to_string_lossy().starts_with('.') {
                     continue;
@@ -732,17 +720,14 @@ fn sweep_stamps(store: &Store) -> u64 {
                     Err(error) if error.kind() == std::io::ErrorKind::NotFound
                 );
                 if gone {
-                    let meta = entry.metadata();
-                    if std::fs::remove_file(entry.path()).is_ok() {
-                        freed += meta.map_or(0, |meta| fsutil::freed_by_removing(&meta));
-                    }
+                    sweep.remove_file("blob stamp", &entry.path());
                 }
             }
         }
     }
-    freed
 }
 
+/// One warning per owner of what could not be removed (with the remedy), and one per failure.
 fn not_removed_warnings(not_removed: &[NotRemoved], dry: bool) -> Vec<String> {
     let me = fsutil::euid();
     let mut by_owner: std::collections::BTreeMap<u32, usize> = std::collections::BTreeMap::new();
