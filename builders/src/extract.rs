@@ -489,70 +489,83 @@ fn extract_into(
             }
             return Err(ExtractError::NotOneTopLevel { name: full_name });
         }
-        match kind {
-            EntryType::Directory => writer.dir(&rest)?,
-            EntryType::Regular | EntryType::Continuous => {
-                let declared = entry.header().size().unwrap_or(0);
-                let executable = entry.header().mode().is_ok_and(|mode| mode & 0o111 != 0);
-                let written = writer
-                    .file_from_source(&rest, &mut entry, executable)
-                    .map_err(|error| match error {
-                        ExtractError::Io { source, .. }
-                            if LimitExceeded::find(&source).is_some() =>
-                        {
-                            archive_error(source)
+        write_entry(&mut writer, &mut entry, &rest, full_name)?;
+    }
+    Ok(writer.finish())
+}
+
+/// Writes one archive entry (already named `rel` inside the tree, `full_name` in the archive) through
+/// `writer`: directories, regular files (executable bit kept), symlinks by the writer's rules; hard
+/// links, devices, FIFOs and sparse files are refused naming the entry. The one entry writer of every
+/// tar reader in this crate (repository tarballs and OCI layers).
+pub(crate) fn write_entry<R: Read>(
+    writer: &mut SafeTreeWriter,
+    entry: &mut tar::Entry<'_, R>,
+    rel: &str,
+    full_name: String,
+) -> Result<(), ExtractError> {
+    let kind = entry.header().entry_type();
+    match kind {
+        EntryType::Directory => writer.dir(rel)?,
+        EntryType::Regular | EntryType::Continuous => {
+            let declared = entry.header().size().unwrap_or(0);
+            let executable = entry.header().mode().is_ok_and(|mode| mode & 0o111 != 0);
+            let written = writer
+                .file_from_source(rel, entry, executable)
+                .map_err(|error| match error {
+                    ExtractError::Io { source, .. } if LimitExceeded::find(&source).is_some() => {
+                        archive_error(source)
+                    }
+                    ExtractError::Io { source, .. }
+                        if source.kind() == std::io::ErrorKind::UnexpectedEof =>
+                    {
+                        ExtractError::Truncated {
+                            name: full_name.clone(),
+                            declared,
                         }
-                        ExtractError::Io { source, .. }
-                            if source.kind() == std::io::ErrorKind::UnexpectedEof =>
-                        {
-                            ExtractError::Truncated {
-                                name: full_name.clone(),
-                                declared,
-                            }
-                        }
-                        other => other,
-                    })?;
-                if written < declared {
-                    return Err(ExtractError::Truncated {
-                        name: full_name,
-                        declared,
-                    });
-                }
-            }
-            EntryType::Symlink => {
-                let target = entry
-                    .link_name_bytes()
-                    .map(|b| b.into_owned())
-                    .unwrap_or_default();
-                let target = entry_name(&target)?;
-                writer.symlink(&rest, &target)?;
-            }
-            EntryType::Link => {
-                let target = entry
-                    .link_name_bytes()
-                    .map(|b| String::from_utf8_lossy(&b).into_owned())
-                    .unwrap_or_default();
-                return Err(ExtractError::HardLink {
+                    }
+                    other => other,
+                })?;
+            if written < declared {
+                return Err(ExtractError::Truncated {
                     name: full_name,
-                    target,
-                });
-            }
-            other => {
-                let kind = match other {
-                    EntryType::Char => "character device".to_owned(),
-                    EntryType::Block => "block device".to_owned(),
-                    EntryType::Fifo => "FIFO".to_owned(),
-                    EntryType::GNUSparse => "sparse file".to_owned(),
-                    unknown => format!("type {:?}", unknown.as_byte() as char),
-                };
-                return Err(ExtractError::SpecialFile {
-                    name: full_name,
-                    kind,
+                    declared,
                 });
             }
         }
+        EntryType::Symlink => {
+            let target = entry
+                .link_name_bytes()
+                .map(|b| b.into_owned())
+                .unwrap_or_default();
+            let target = entry_name(&target)?;
+            writer.symlink(rel, &target)?;
+        }
+        EntryType::Link => {
+            let target = entry
+                .link_name_bytes()
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default();
+            return Err(ExtractError::HardLink {
+                name: full_name,
+                target,
+            });
+        }
+        other => {
+            let kind = match other {
+                EntryType::Char => "character device".to_owned(),
+                EntryType::Block => "block device".to_owned(),
+                EntryType::Fifo => "FIFO".to_owned(),
+                EntryType::GNUSparse => "sparse file".to_owned(),
+                unknown => format!("type {:?}", unknown.as_byte() as char),
+            };
+            return Err(ExtractError::SpecialFile {
+                name: full_name,
+                kind,
+            });
+        }
     }
-    Ok(writer.finish())
+    Ok(())
 }
 
 /// Copies the package at `package_path` (relative, `/`-separated, `""` for the root) of an extracted

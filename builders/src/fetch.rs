@@ -6,6 +6,10 @@
 //! reached does it stop everything (with `repair` the slot is re-downloaded, verified and replaced,
 //! and reported as repaired); an empty slot is filled
 //! from a download (once per repository and commit), normalized and verified before it is published.
+//! The repositories of empty slots are fetched first, concurrently
+//! ([`crate::snapshot::SnapshotFetcher::prefetch`]); one that fails stops the fetch before any
+//! package is taken from GitHub (what substituters served is already in place), naming the first
+//! package that needed it.
 //! Path and `local/` packages are re-copied every time; their new pins are returned for the lock.
 //! Locks without content hashes (version 2) still load: their packages are fetched unverified and
 //! named in a warning. Work directories that killed runs left in the store's `.tmp` (partial
@@ -25,7 +29,7 @@ use crate::local_package;
 use crate::normalize::{self, NormalizeContext};
 use crate::package_store::{PackageStore, SlotCheck, TreeMatch};
 use crate::resolve::{download_normalized, ResolutionError};
-use crate::snapshot::SnapshotFetcher;
+use crate::snapshot::{FetchError, SnapshotFetcher};
 
 /// What fetching may do besides filling empty slots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -89,6 +93,10 @@ pub fn fetch_lock(
     let scratch = store.scratch()?;
     // Our own work directory sits in the store's `.tmp`: leftovers of killed runs sit beside it.
     let swept = crate::leftovers::sweep_beside(scratch.path());
+    // Substituters first: what they serve verified is not downloaded from GitHub.
+    let substituted =
+        crate::substitute::fill_from_substituters(lock, fetcher, store, scratch.path())?;
+    prefetch_missing(lock, fetcher, store)?;
     let results: Vec<(String, Result<One, ResolutionError>, Vec<String>)> = lock
         .packages
         .par_iter()
@@ -114,7 +122,7 @@ pub fn fetch_lock(
     };
     for (module, result, warnings) in results {
         outcome.warnings.extend(warnings);
-        let slot = match result? {
+        let slot = match result.map_err(|error| name_package(&module, error))? {
             One::Verified(slot) => slot,
             One::Downloaded(slot) => {
                 outcome.downloaded.push(module.clone());
@@ -142,9 +150,66 @@ pub fn fetch_lock(
         };
         outcome.slots.insert(module, slot);
     }
+    outcome.downloaded.extend(substituted);
     // A kept repo snapshot that was changed, or a download that could not be kept.
     outcome.warnings.extend(fetcher.take_warnings());
     Ok(outcome)
+}
+
+/// Takes the repo snapshot of every (repository, commit) that a GitHub package with an empty slot
+/// needs, all of them concurrently ([`SnapshotFetcher::prefetch`]: kept snapshots re-hashed,
+/// missing ones downloaded, each once), before any package is published: when one fails, the first
+/// package of the lock that needed it names the error and no package is published from GitHub
+/// (substituters, asked before, may have filled slots).
+/// Filled slots (verified, restored or repaired one by one later) are not looked at here.
+fn prefetch_missing(
+    lock: &Lockfile,
+    fetcher: &SnapshotFetcher,
+    store: &dyn PackageStore,
+) -> Result<(), ResolutionError> {
+    let mut wanted: Vec<(RepoId, String)> = Vec::new();
+    let mut first_module: Vec<&str> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for package in &lock.packages {
+        if !package.is_github() {
+            continue;
+        }
+        if store.slot(&package.cache_key)?.is_some() {
+            continue;
+        }
+        let repo = RepoId::new(package.owner.clone(), package.repo.clone());
+        let commit = package.commit.as_str().to_ascii_lowercase();
+        if seen.insert((repo.key(), commit.clone())) {
+            wanted.push((repo, commit));
+            first_module.push(package.module.as_str());
+        }
+    }
+    tracing::debug!(
+        repositories = wanted.len(),
+        "fetching the repositories of empty slots concurrently"
+    );
+    for (result, module) in fetcher.prefetch(&wanted).into_iter().zip(first_module) {
+        if let Err(error) = result {
+            return Err(name_package(
+                module,
+                ResolutionError::Fetch(Box::new(error)),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A download error of `module`'s repository, naming the package (other errors as they are).
+fn name_package(module: &str, error: ResolutionError) -> ResolutionError {
+    match error {
+        ResolutionError::Fetch(fetch) if !matches!(*fetch, FetchError::Package { .. }) => {
+            ResolutionError::Fetch(Box::new(FetchError::Package {
+                module: module.to_owned(),
+                cause: fetch,
+            }))
+        }
+        other => other,
+    }
 }
 
 /// A package `sync --verify-only` found wrong in the store (nothing was fetched to find it).
@@ -293,6 +358,17 @@ fn fetch_one(
     tree: &Path,
 ) -> Result<One, ResolutionError> {
     let module = package.module.as_str();
+    if package.is_oci() {
+        return crate::oci_package::fetch_locked(fetcher, store, package, tree).map(
+            |(slot, pulled)| {
+                if pulled {
+                    One::Downloaded(slot)
+                } else {
+                    One::Verified(slot)
+                }
+            },
+        );
+    }
     let repo = RepoId::new(package.owner.clone(), package.repo.clone());
     let commit = package.commit.as_str();
     let Some(expected) = &package.content_hash else {
@@ -317,6 +393,10 @@ fn fetch_one(
     let download_verified = |tree: &Path| -> Result<BTreeSet<String>, ResolutionError> {
         let downloaded =
             download_normalized(fetcher, store, module, &repo, commit, &package.path, tree)?;
+        // The copy was just hashed: an exact match needs no second pass (the legacy rule does).
+        if downloaded.content_hash == *expected {
+            return Ok(downloaded.executables);
+        }
         if let TreeMatch::Mismatch { actual } = store.verify_tree(tree, expected)? {
             return Err(ResolutionError::FetchedMismatch {
                 module: module.to_owned(),
@@ -368,8 +448,15 @@ fn fetch_one(
             Ok(One::Restored(slot, warning))
         }
         SlotCheck::Missing => {
-            tracing::debug!(module, commit, "source: GitHub (no cache slot)");
-            let executables = download_verified(tree)?;
+            let executables = match crate::substitute::package_from_substituters(
+                fetcher, store, module, expected, tree,
+            ) {
+                Some(executables) => executables,
+                None => {
+                    tracing::debug!(module, commit, "source: GitHub (no cache slot)");
+                    download_verified(tree)?
+                }
+            };
             let slot = store.publish(&package.cache_key, module, tree, expected)?;
             store.record_executables(&slot, &executables)?;
             Ok(One::Downloaded(slot))
@@ -434,17 +521,20 @@ pub(crate) fn restore_damaged(
         }
         Err(other) => return Err(other),
     };
-    if let TreeMatch::Mismatch { actual } = store.verify_tree(tree, expected)? {
-        return Err(ResolutionError::FetchedMismatch {
-            module: module.to_owned(),
-            expected: expected.to_string(),
-            actual: actual.to_string(),
-            commit: commit.to_owned(),
-        });
+    let matches_exactly = downloaded.content_hash == *expected;
+    if !matches_exactly {
+        if let TreeMatch::Mismatch { actual } = store.verify_tree(tree, expected)? {
+            return Err(ResolutionError::FetchedMismatch {
+                module: module.to_owned(),
+                expected: expected.to_string(),
+                actual: actual.to_string(),
+                commit: commit.to_owned(),
+            });
+        }
     }
     let files = differing_files(&cache, tree).map_err(|source| ResolutionError::Io {
         path: cache.clone(),
-        source,
+        cause: source,
     })?;
     let slot = store.publish_repairing(cache_key, module, tree, expected)?;
     store.record_executables(&slot, &downloaded.executables)?;

@@ -17,8 +17,12 @@
 //!
 //! Staging: [`generation`] (the generation builder).
 //!
+//! The pipeline every project command composes: [`project`] (`ProjectSession`: resolve, plan,
+//! build, select).
+//!
 //! Libraries never print: every warning is returned to the caller.
 
+pub mod contract;
 pub mod extract;
 pub mod fetch;
 pub mod generation;
@@ -30,8 +34,14 @@ pub mod marketplace;
 pub mod mcp_lock;
 pub mod normalize;
 pub mod npm;
+pub mod oci;
+pub mod oci_package;
 pub mod package_store;
 pub mod plugin_add;
+pub mod project;
 pub mod resolve;
 pub mod session;
+pub mod sharing;
 pub mod snapshot;
+pub mod substitute;
+pub mod substitute_npm;

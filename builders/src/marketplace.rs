@@ -26,12 +26,12 @@ pub const CATALOG_FILES: [&str; 3] = [
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
     /// A catalog file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {cause}")]
     Io {
         /// The file.
         path: PathBuf,
         /// The cause.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A catalog file is not valid JSON of the expected shape.
     #[error("invalid marketplace catalog {path}: {reason}")]
@@ -165,7 +165,7 @@ pub fn read_catalogs(root: &Path) -> Result<Vec<Catalog>, CatalogError> {
         }
         let text = fs_err::read_to_string(&path).map_err(|source| CatalogError::Io {
             path: path.clone(),
-            source,
+            cause: source,
         })?;
         catalogs.push(
             parse_catalog(file, &text).map_err(|reason| CatalogError::Invalid { path, reason })?,

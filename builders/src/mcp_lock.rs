@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use agentpack_harness::mcp::McpSource;
+use agentpack_harness::render::mcp::McpSource;
 use agentpack_harness::{McpLaunch, McpServer, MergedServer};
 use agentpack_lockfile::keys::{mcp_definition_digest, DefinitionInput};
 use agentpack_lockfile::{Lockfile, McpRecord, McpStatus};
@@ -62,22 +62,20 @@ pub struct McpLockOutcome {
 #[derive(Debug, thiserror::Error)]
 pub enum McpLockError {
     /// The registry could not be reached.
-    #[error("cannot pin MCP server `{server}`: {source}\n  fix  check the network or npm_config_registry, or record it unpinned with `agentpack lock --allow-unpinned-mcp` (`agentpack mcp add ... --allow-unpinned`)")]
+    #[error("cannot pin MCP server `{server}`: {cause}\n  fix  check the network or npm_config_registry, or record it unpinned with `agentpack lock --allow-unpinned-mcp` (`agentpack mcp add ... --allow-unpinned`)")]
     Unreachable {
         /// The server.
         server: String,
         /// The cause.
-        #[source]
-        source: RegistryError,
+        cause: RegistryError,
     },
     /// The registry answered, but not with the package or version.
-    #[error("cannot pin MCP server `{server}`: {source}\n  fix  correct the package name or version in the server's definition")]
+    #[error("cannot pin MCP server `{server}`: {cause}\n  fix  correct the package name or version in the server's definition")]
     Registry {
         /// The server.
         server: String,
         /// The cause.
-        #[source]
-        source: RegistryError,
+        cause: RegistryError,
     },
     /// A refresh found the locked version with another integrity.
     #[error("MCP server `{server}`: the registry {registry} now reports integrity {new} for {package}@{version}, but pack.lock records {old}; pack.lock was not written\n  fix  find out why the registry changed a published version before trusting it")]
@@ -96,12 +94,52 @@ pub enum McpLockError {
         new: String,
     },
     /// The HTTP client could not be built.
-    #[error("cannot set up an HTTP client: {0}")]
+    #[error("cannot set up an HTTP client")]
     Client(#[from] reqwest::Error),
 }
 
-/// The `definition` digest of a server (type, command, url, args, cwd; never env, headers, OAuth).
+/// What stands for a credential in the definition a digest is taken over.
+const CREDENTIAL_MARK: &str = "${credential}";
+
+/// The `definition` digest of a server (type, command, url, args, cwd; never env, headers, OAuth),
+/// over its credential-free form: a `url`'s userinfo is `***` (as messages show it) and each
+/// argument that holds a credential ([`agentpack_harness::render::credentials::credential_args`])
+/// is `${credential}`. pack.lock never depends on a secret's value (a digest of a short token is
+/// a fingerprint anyone can guess offline), and rotating a credential keeps the record current.
+/// A definition without credentials digests exactly as the ADDENDUM formula says.
 pub fn definition_digest(server: &McpServer) -> String {
+    use agentpack_harness::render::credentials;
+    let url = server.url.as_deref().map(|url| {
+        if credentials::has_url_credentials(url) {
+            credentials::redact_url_userinfo(url)
+        } else {
+            url.to_owned()
+        }
+    });
+    let marked = credentials::credential_args(&server.args);
+    let args: Vec<String> = server
+        .args
+        .iter()
+        .enumerate()
+        .map(|(index, arg)| {
+            if marked.contains(&index) {
+                CREDENTIAL_MARK.to_owned()
+            } else {
+                arg.clone()
+            }
+        })
+        .collect();
+    mcp_definition_digest(&DefinitionInput {
+        server_type: server.server_type.as_deref(),
+        command: server.command.as_deref(),
+        url: url.as_deref(),
+        args: &args,
+        cwd: server.cwd.as_deref(),
+    })
+}
+
+/// The digest older versions recorded: over the definition as written, credentials included.
+fn legacy_definition_digest(server: &McpServer) -> String {
     mcp_definition_digest(&DefinitionInput {
         server_type: server.server_type.as_deref(),
         command: server.command.as_deref(),
@@ -109,6 +147,13 @@ pub fn definition_digest(server: &McpServer) -> String {
         args: &server.args,
         cwd: server.cwd.as_deref(),
     })
+}
+
+/// Whether a record's `definition` is `server`'s: its [`definition_digest`], or the digest an
+/// older version recorded over the credentials themselves (such a record stays current, and the
+/// next command that writes pack.lock records it with the credential-free digest).
+pub fn definition_matches(recorded: &str, server: &McpServer) -> bool {
+    recorded == definition_digest(server) || recorded == legacy_definition_digest(server)
 }
 
 /// The `source` field: `plugin`, `manifest` or `.agents`.
@@ -123,7 +168,7 @@ pub fn source_label(source: &McpSource) -> &'static str {
 /// The record of `server` in `lock`, if there is one and its digest matches the definition.
 pub fn current_record<'l>(lock: &'l Lockfile, server: &MergedServer) -> Option<&'l McpRecord> {
     lock.mcp_server(&server.name)
-        .filter(|r| r.definition == definition_digest(&server.server))
+        .filter(|r| definition_matches(&r.definition, &server.server))
 }
 
 /// Records every server (see the module docs). `old` supplies the versions to keep.
@@ -266,7 +311,7 @@ fn record_npm(
         .any(|(k, v)| k.eq_ignore_ascii_case("npm_config_registry") && !v.contains("${"));
     let reusable = previous.filter(|p| {
         !options.update
-            && p.definition == digest
+            && definition_matches(&p.definition, &server.server)
             && p.status == McpStatus::Pinned
             && p.package.as_deref() == Some(request.name.as_str())
             && (p.registry.as_deref() == Some(registry.as_str()) || !registry_from_server)
@@ -277,6 +322,7 @@ fn record_npm(
     if let Some(kept) = reusable {
         let mut kept = kept.clone();
         kept.source = source.to_owned();
+        digest.clone_into(&mut kept.definition);
         let registry = kept.registry.clone().unwrap_or(registry);
         let needs_tree = invocation.runner == NpmRunner::Npx && kept.tree.is_empty();
         if needs_tree && options.npm.is_some() {
@@ -308,7 +354,7 @@ fn record_npm(
             // definition stays as it was (tree included) when the registry cannot be used.
             if let Some(kept) = previous.filter(|p| {
                 !options.update
-                    && p.definition == digest
+                    && definition_matches(&p.definition, &server.server)
                     && p.status == McpStatus::Pinned
                     && p.package.as_deref() == Some(request.name.as_str())
                     && p.version.is_some()
@@ -331,6 +377,7 @@ fn record_npm(
                 ));
                 let mut kept = kept.clone();
                 source_label(&server.source).clone_into(&mut kept.source);
+                digest.clone_into(&mut kept.definition);
                 return Ok(Some(kept));
             }
             let unreachable = source.is_unreachable();
@@ -351,9 +398,15 @@ fn record_npm(
             }
             let server = server.name.clone();
             return Err(if unreachable {
-                McpLockError::Unreachable { server, source }
+                McpLockError::Unreachable {
+                    server,
+                    cause: source,
+                }
             } else {
-                McpLockError::Registry { server, source }
+                McpLockError::Registry {
+                    server,
+                    cause: source,
+                }
             });
         }
     };
@@ -457,7 +510,36 @@ pub fn publish_exec_specs(
     lock: &Lockfile,
     servers: &[MergedServer],
 ) -> Result<ExecSpecs, StoreError> {
-    let mut out = ExecSpecs::default();
+    let planned = plan_exec_specs(store, lock, servers);
+    publish_planned_exec_specs(store, &planned)?;
+    Ok(planned.specs)
+}
+
+/// One mcp-exec spec store path a generation needs, planned (named, not yet written).
+#[derive(Debug, Clone)]
+pub struct PlannedExecSpec {
+    pub server: String,
+    pub name: StorePathName,
+    /// The root of the npm tree it references.
+    pub root: StorePath,
+    pub bytes: Vec<u8>,
+}
+
+/// The exec specs of `servers`, planned without writing, and where they will be.
+#[derive(Debug, Clone, Default)]
+pub struct PlannedExecSpecs {
+    pub planned: Vec<PlannedExecSpec>,
+    /// Where each will be once published (names are input-addressed, so known now).
+    pub specs: ExecSpecs,
+}
+
+/// [`publish_exec_specs`] without the publication: every spec's name and path (pure).
+pub fn plan_exec_specs(
+    store: &Store,
+    lock: &Lockfile,
+    servers: &[MergedServer],
+) -> PlannedExecSpecs {
+    let mut out = PlannedExecSpecs::default();
     for server in servers {
         let Some(spec) = current_record(lock, server).and_then(ExecSpec::from_record) else {
             continue;
@@ -469,17 +551,35 @@ pub fn publish_exec_specs(
         inputs.extend_from_slice(root.name().as_str().as_bytes());
         let label = format!("mcp-exec-{}", spec.package.replace('/', "-"));
         let name = StorePathName::from_inputs(&inputs, &label);
-        let path = store.publish_built(&name, std::slice::from_ref(&root), |dir, _| {
-            std::fs::write(dir.join(EXEC_SPEC_FILE), &bytes)?;
+        let path = store.planned(&name);
+        out.specs
+            .paths
+            .insert(server.name.clone(), path.path().join(EXEC_SPEC_FILE));
+        if !out.specs.references.iter().any(|r| r.name() == path.name()) {
+            out.specs.references.push(path);
+        }
+        out.planned.push(PlannedExecSpec {
+            server: server.name.clone(),
+            name,
+            root,
+            bytes,
+        });
+    }
+    out
+}
+
+/// Publishes the planned specs (a spec already published is the same one).
+pub fn publish_planned_exec_specs(
+    store: &Store,
+    planned: &PlannedExecSpecs,
+) -> Result<(), StoreError> {
+    for spec in &planned.planned {
+        store.publish_built(&spec.name, std::slice::from_ref(&spec.root), |dir, _| {
+            std::fs::write(dir.join(EXEC_SPEC_FILE), &spec.bytes)?;
             Ok(())
         })?;
-        out.paths
-            .insert(server.name.clone(), path.path().join(EXEC_SPEC_FILE));
-        if !out.references.iter().any(|r| r.name() == path.name()) {
-            out.references.push(path);
-        }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// What to write instead of each server's command: `agentpack mcp-exec --spec <spec> -- <args>`
@@ -588,7 +688,7 @@ pub fn unlocked_warnings(lock: &Lockfile, servers: &[MergedServer]) -> Vec<Strin
     for server in servers {
         match lock.mcp_server(&server.name) {
             None => without.push(format!("{} (no record)", server.name)),
-            Some(r) if r.definition != definition_digest(&server.server) => {
+            Some(r) if !definition_matches(&r.definition, &server.server) => {
                 without.push(format!("{} (edited since it was locked)", server.name));
             }
             Some(r) if r.status == McpStatus::Unpinned && r.allow_unpinned => {
@@ -679,6 +779,87 @@ mod tests {
         assert!(warnings[0].contains("agentpack lock"), "{warnings:?}");
         assert!(!warnings[0].contains("py") && !warnings[0].contains("range"));
         assert!(warnings[1].contains("down") && warnings[1].contains("tries to pin them again"));
+    }
+
+    #[test]
+    fn the_digest_never_depends_on_a_credential_and_old_digests_still_match() {
+        let a = merged(
+            "a",
+            "npx",
+            &["-y", "pkg@1.0.0", "--api-key", "k-one-AAAA", "--port", "1"],
+        );
+        let b = merged(
+            "a",
+            "npx",
+            &["-y", "pkg@1.0.0", "--api-key", "k-two-BBBB", "--port", "1"],
+        );
+        assert_eq!(definition_digest(&a.server), definition_digest(&b.server));
+        // What is not a credential still counts.
+        let moved = merged(
+            "a",
+            "npx",
+            &["-y", "pkg@1.0.0", "--api-key", "k-one-AAAA", "--port", "2"],
+        );
+        assert_ne!(
+            definition_digest(&a.server),
+            definition_digest(&moved.server)
+        );
+        // The digest is the one of the credential-free form, not of the definition as written.
+        let legacy = a.server.definition_digest();
+        assert_ne!(definition_digest(&a.server), legacy);
+        assert!(definition_matches(&legacy, &a.server));
+        assert!(!definition_matches(&legacy, &b.server));
+        // URL userinfo: the same rule.
+        let url = |u: &str| McpServer {
+            server_type: Some("http".into()),
+            url: Some(u.into()),
+            ..McpServer::default()
+        };
+        let one = url("https://bot:pw-one@mcp.example.com/x");
+        let two = url("https://bot:pw-two@mcp.example.com/x");
+        assert_eq!(definition_digest(&one), definition_digest(&two));
+        assert_ne!(
+            definition_digest(&one),
+            definition_digest(&url("https://bot:pw-one@other.example.com/x"))
+        );
+        // Without credentials nothing changed: old locks stay current as they are.
+        let plain = merged("p", "npx", &["-y", "pkg@1.0.0"]);
+        assert_eq!(
+            definition_digest(&plain.server),
+            plain.server.definition_digest()
+        );
+    }
+
+    #[test]
+    fn a_record_of_an_older_lock_is_kept_and_rewritten_with_the_credential_free_digest() {
+        let server = merged(
+            "p",
+            "npx",
+            &["-y", "pkg@1.2.3", "--api-key", "k-secret-AAAA"],
+        );
+        let legacy = server.server.definition_digest();
+        let mut old = Lockfile::default();
+        let mut r = McpRecord::new("p", "manifest", "npm", McpStatus::Pinned, &legacy);
+        r.package = Some("pkg".into());
+        r.version = Some("1.2.3".into());
+        r.integrity = Some("sha512-x".into());
+        r.registry = Some(crate::npm::registry::PUBLIC_REGISTRY.to_owned());
+        old.mcp_servers.push(r);
+        assert!(current_record(&old, &server).is_some(), "still current");
+        assert!(unlocked_warnings(&old, std::slice::from_ref(&server)).is_empty());
+        // No registry is asked: the pin is kept, under the new digest.
+        let outcome = record(
+            std::slice::from_ref(&server),
+            &old,
+            &McpLockOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(outcome.records.len(), 1);
+        assert_eq!(
+            outcome.records[0].definition,
+            definition_digest(&server.server)
+        );
+        assert_eq!(outcome.records[0].version.as_deref(), Some("1.2.3"));
     }
 
     #[test]

@@ -108,12 +108,12 @@ pub fn package_name(dir: &Path) -> Option<String> {
 #[derive(Debug, thiserror::Error)]
 pub enum NormalizeError {
     /// A filesystem operation failed.
-    #[error("cannot normalize {path}: {source}")]
+    #[error("cannot normalize {path}: {cause}")]
     Io {
         /// The path.
         path: PathBuf,
         /// The cause.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A manifest is not valid JSON.
     #[error("invalid plugin manifest {path}: {reason}")]
@@ -124,12 +124,12 @@ pub enum NormalizeError {
         reason: String,
     },
     /// A catalog problem.
-    #[error("{module}: {source}")]
+    #[error("{module}: {cause}")]
     Catalog {
         /// The module.
         module: String,
         /// The cause.
-        source: CatalogError,
+        cause: CatalogError,
     },
     /// Several plugin names in the package's catalogs.
     #[error(
@@ -221,10 +221,21 @@ pub struct NormalizeContext<'a> {
     pub inline_manifest: Option<&'a Map<String, Value>>,
 }
 
+impl<'a> NormalizeContext<'a> {
+    /// The context of a package copied from no repository snapshot (path, `local/` and OCI
+    /// packages): only the module id, for messages.
+    pub fn without_repo(module: &'a str) -> Self {
+        NormalizeContext {
+            module,
+            ..Default::default()
+        }
+    }
+}
+
 fn io(path: &Path, source: std::io::Error) -> NormalizeError {
     NormalizeError::Io {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     }
 }
 
@@ -249,26 +260,7 @@ fn write_new(
 ) -> Result<(), NormalizeError> {
     let path = package.join(relative);
     if let Some(parent) = path.parent() {
-        // Refuse to create a directory through a link.
-        let mut current = package.to_path_buf();
-        for component in Path::new(relative)
-            .parent()
-            .into_iter()
-            .flat_map(Path::components)
-        {
-            current.push(component);
-            match fs_err::symlink_metadata(&current) {
-                Ok(meta) if meta.is_dir() => {}
-                Ok(_) => {
-                    return Err(io(
-                        &current,
-                        std::io::Error::other("exists and is not a directory"),
-                    ));
-                }
-                Err(_) => fs_err::create_dir(&current).map_err(|e| io(&current, e))?,
-            }
-        }
-        debug_assert!(parent.starts_with(package));
+        write_dirs(package, parent)?;
     }
     let mut file = fs_err::OpenOptions::new()
         .write(true)
@@ -332,7 +324,7 @@ fn inline_entry_for(
     };
     let catalogs = marketplace::read_catalogs(root).map_err(|source| NormalizeError::Catalog {
         module: context.module.to_owned(),
-        source,
+        cause: source,
     })?;
     for catalog in &catalogs {
         for entry in &catalog.plugins {
@@ -362,7 +354,7 @@ fn merge_marketplace(
     let catalogs =
         marketplace::read_catalogs(package).map_err(|source| NormalizeError::Catalog {
             module: module.clone(),
-            source,
+            cause: source,
         })?;
     let names = marketplace::plugin_names(&catalogs);
     match names.len() {
@@ -381,7 +373,12 @@ fn merge_marketplace(
         let plugin = match marketplace::find_plugin(std::slice::from_ref(catalog), name, &module) {
             Ok(plugin) => plugin,
             Err(CatalogError::UnknownPlugin { .. }) => continue,
-            Err(source) => return Err(NormalizeError::Catalog { module, source }),
+            Err(source) => {
+                return Err(NormalizeError::Catalog {
+                    module,
+                    cause: source,
+                })
+            }
         };
         let path = match &plugin.source {
             PluginSource::Local { path } => path.clone(),
@@ -476,6 +473,8 @@ fn merge_directory(
     Ok(())
 }
 
+/// Creates `dir` (inside `package`) and its missing parents, refusing to create a directory
+/// through a link or over a file.
 fn write_dirs(package: &Path, dir: &Path) -> Result<(), NormalizeError> {
     let relative = dir
         .strip_prefix(package)

@@ -129,14 +129,21 @@ pub trait PackageStore: Sync {
         label: &str,
         tree: &Path,
         content_hash: &ContentHash,
+    ) -> Result<PathBuf, StoreAccessError>;
+
+    /// The verified slot of `cache_key`, or (missing or changed) `tree` published into it.
+    fn verified_or_publish(
+        &self,
+        cache_key: &CacheKey,
+        label: &str,
+        tree: &Path,
+        content_hash: &ContentHash,
     ) -> Result<PathBuf, StoreAccessError> {
-        let published = self.publish(cache_key, label, tree, content_hash)?;
-        match self.verify_tree(&published, content_hash)? {
-            TreeMatch::Matches => Ok(published),
-            TreeMatch::Mismatch { actual } => Err(StoreAccessError(format!(
-                "the store path {} is damaged ({actual}) and was not replaced; run `agentpack store verify --repair`",
-                published.display()
-            ))),
+        match self.check_slot(cache_key, content_hash)? {
+            SlotCheck::Verified(existing) => Ok(existing),
+            SlotCheck::Missing | SlotCheck::Mismatch { .. } => {
+                self.publish(cache_key, label, tree, content_hash)
+            }
         }
     }
 

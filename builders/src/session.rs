@@ -52,6 +52,20 @@ impl GitHubSession {
         })
     }
 
+    /// Asks `substituters` before GitHub for every locked package, and reaches `oci://` packages
+    /// over `transport` (see [`crate::substitute`] and [`crate::oci_package`]).
+    pub fn with_oci(
+        mut self,
+        transport: crate::oci::OciTransport,
+        substituters: Arc<crate::substitute::Substituters>,
+    ) -> GitHubSession {
+        self.fetcher = self
+            .fetcher
+            .with_oci_transport(transport)
+            .with_substituters(substituters);
+        self
+    }
+
     /// The resolver.
     pub fn resolver(&self) -> &Arc<Resolver> {
         self.fetcher.resolver()

@@ -1,13 +1,20 @@
 //! Repository snapshots: the tree of one repository at one commit, downloaded once, kept in the store.
 //!
+//! [`SnapshotFetcher::prefetch`] takes the snapshots of many (repo, commit) pairs at once: blocking
+//! tasks on a `tokio` runtime made for the call, at most [`CONCURRENT_FETCHES`] in flight.
 //! However many packages of a repository the lock names, a (repo, commit) pair is fetched once: a
 //! tarball over REST streamed to disk and extracted by the rules of [`crate::extract`] (and its
 //! limits), else a depth-1 fetch over the git protocol. With a store ([`SnapshotFetcher::with_store`])
 //! the extracted tree is published as a **repo snapshot** store path, input-addressed by repository
-//! and commit (`<hash>-snapshot-<owner>-<repo>/{snapshot.json,tree/}`), so every later command takes
-//! packages of that commit from it instead of downloading again. A kept snapshot is re-hashed
-//! (`sha256-tree-v1`, recorded in its `snapshot.json`) on first use in a command; one that no longer
-//! matches is not used: the repository is downloaded again for that command and a warning says so.
+//! and commit (`<hash>-snapshot-<owner>-<repo>/{snapshot.json,tree.tar.zst}`), so every later command
+//! takes packages of that commit from it instead of downloading again. The tree is kept as one
+//! archive ([`crate::oci::archive`]'s deterministic tar+zstd), never as files: the store
+//! deduplicates files into shared blobs, so a snapshot kept as files would share its inodes with the
+//! package store paths and generations of the same bytes, and an edit through a staged hard link
+//! would damage the one source a package is restored from offline. A kept snapshot is extracted into
+//! the fetcher's scratch and re-hashed (`sha256-tree-v1`, recorded in its `snapshot.json`) on first
+//! use in a command; one that no longer matches is not used: the repository is downloaded again for
+//! that command and a warning says so.
 //! A snapshot is not a GC root: `gc` removes it like any unreachable store path (the next command
 //! after a `gc` downloads again). Without a store, snapshots live in a scratch directory that
 //! disappears with the [`SnapshotFetcher`]. Packages are copied out with
@@ -68,24 +75,24 @@ pub enum FetchError {
         git: String,
     },
     /// The downloaded tree broke an extraction rule.
-    #[error("refusing the download of github.com/{repo} at {commit}: {source}")]
+    #[error("refusing the download of github.com/{repo} at {commit}: {cause}")]
     Unsafe {
         /// The repository.
         repo: RepoId,
         /// The commit.
         commit: String,
         /// The rule broken.
-        source: Box<ExtractError>,
+        cause: Box<ExtractError>,
     },
     /// The download crossed a limit (size, compression ratio, files); nothing else is tried.
-    #[error("cannot download github.com/{repo} at {commit}: {source}")]
+    #[error("cannot download github.com/{repo} at {commit}: {cause}")]
     Limit {
         /// The repository.
         repo: RepoId,
         /// The commit.
         commit: String,
         /// The limit crossed.
-        source: crate::limits::LimitExceeded,
+        cause: crate::limits::LimitExceeded,
     },
     /// The package path does not exist at that commit.
     #[error("github.com/{repo} has no directory {path:?} at commit {commit}\n  fix       check the module id's path")]
@@ -97,35 +104,70 @@ pub enum FetchError {
         /// The in-repo path.
         path: String,
     },
+    /// The repository of a package could not be fetched: the package that needed it, and why.
+    #[error("cannot fetch {module}: {cause}")]
+    Package {
+        /// The module (the first of the lock that needed the repository).
+        module: String,
+        /// Why (shown in the message, not repeated as a source).
+        cause: Box<FetchError>,
+    },
     /// Scratch space could not be prepared.
-    #[error("cannot prepare {path}: {source}")]
+    #[error("cannot prepare {path}: {cause}")]
     Io {
         /// The path.
         path: PathBuf,
         /// The cause.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
 type Slot = Arc<Mutex<Option<Arc<RepoSnapshot>>>>;
 
+/// How many repositories [`SnapshotFetcher::prefetch`] downloads (or loads from the store) at once:
+/// enough to hide the latency of a request, and twice the cores of the machines this is measured
+/// on, where extracting and hashing (CPU work) take over from the network.
+pub const CONCURRENT_FETCHES: usize = 4;
+
 /// Downloads snapshots once per (repo, commit) for the lifetime of the value, and with a store once
 /// for as long as the store keeps the snapshot.
 #[derive(Debug)]
 pub struct SnapshotFetcher {
+    shared: Arc<Shared>,
+    /// Removed with the fetcher; `shared.scratch` is its path.
+    _scratch: tempfile::TempDir,
+    /// The OCI side of this command (substituters, `oci://` packages); see [`crate::substitute`].
+    oci: OciSources,
+}
+
+/// What a fetcher asks besides GitHub: substituters before it, and the registries of `oci://`
+/// packages.
+#[derive(Debug, Default)]
+struct OciSources {
+    /// Asked for a locked package before GitHub ([`crate::substitute`]); empty by default.
+    substituters: Arc<crate::substitute::Substituters>,
+    /// How `oci://` packages are reached ([`crate::oci_package`]); the client is built on first use.
+    transport: crate::oci::OciTransport,
+    client: Mutex<Option<Arc<crate::oci::OciClient>>>,
+}
+
+/// What the fetcher's concurrent downloads share (see [`SnapshotFetcher::prefetch`]).
+#[derive(Debug)]
+struct Shared {
     resolver: Arc<Resolver>,
-    scratch: tempfile::TempDir,
+    scratch: PathBuf,
     slots: Mutex<HashMap<(String, String), Slot>>,
-    store: Option<Arc<Store>>,
+    store: std::sync::OnceLock<Arc<Store>>,
     warnings: Mutex<Vec<String>>,
     downloads: std::sync::atomic::AtomicUsize,
 }
 
 /// The file in a repo snapshot store path that describes it.
 pub const SNAPSHOT_RECORD: &str = "snapshot.json";
-/// The directory in a repo snapshot store path that holds the repository tree.
-pub const SNAPSHOT_TREE: &str = "tree";
-const SNAPSHOT_RECORD_VERSION: u32 = 1;
+/// The archive in a repo snapshot store path that holds the repository tree (tar+zstd).
+pub const SNAPSHOT_ARCHIVE: &str = "tree.tar.zst";
+/// 2: the tree is [`SNAPSHOT_ARCHIVE`] (1 kept it as files under `tree/`, sharing blobs with packages).
+const SNAPSHOT_RECORD_VERSION: u32 = 2;
 
 /// What `snapshot.json` records about a kept snapshot.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -137,7 +179,7 @@ struct SnapshotRecord {
     commit: String,
     /// `tarball` or `git`.
     via: String,
-    /// The `sha256-tree-v1` of `tree/`, checked before every use.
+    /// The `sha256-tree-v1` of the archived tree, checked (extracted) before every use.
     tree_hash: TreeHash,
     /// Links emptied by extraction (repository-relative).
     links_emptied: Vec<String>,
@@ -184,44 +226,183 @@ impl SnapshotFetcher {
     ) -> Result<SnapshotFetcher, FetchError> {
         fs_err::create_dir_all(scratch_parent).map_err(|source| FetchError::Io {
             path: scratch_parent.to_path_buf(),
-            source,
+            cause: source,
         })?;
         let scratch = tempfile::Builder::new()
             .prefix("snapshots-")
             .tempdir_in(scratch_parent)
             .map_err(|source| FetchError::Io {
                 path: scratch_parent.to_path_buf(),
-                source,
+                cause: source,
             })?;
         Ok(SnapshotFetcher {
-            resolver,
-            scratch,
-            slots: Mutex::new(HashMap::new()),
-            store: None,
-            warnings: Mutex::new(Vec::new()),
-            downloads: std::sync::atomic::AtomicUsize::new(0),
+            shared: Arc::new(Shared {
+                resolver,
+                scratch: scratch.path().to_path_buf(),
+                slots: Mutex::new(HashMap::new()),
+                store: std::sync::OnceLock::new(),
+                warnings: Mutex::new(Vec::new()),
+                downloads: std::sync::atomic::AtomicUsize::new(0),
+            }),
+            _scratch: scratch,
+            oci: OciSources::default(),
         })
     }
 
     /// Keeps every downloaded snapshot in `store` and takes snapshots from it (see the module docs).
-    pub fn with_store(mut self, store: Arc<Store>) -> SnapshotFetcher {
-        self.store = Some(store);
+    /// Call it once, before the first fetch; a second store is ignored.
+    pub fn with_store(self, store: Arc<Store>) -> SnapshotFetcher {
+        let _ = self.shared.store.set(store);
         self
     }
 
-    /// Warnings collected so far (a damaged or unkeepable snapshot), emptied.
+    /// Asks `substituters` for every locked package before GitHub (see [`crate::substitute`]).
+    pub fn with_substituters(
+        mut self,
+        substituters: Arc<crate::substitute::Substituters>,
+    ) -> SnapshotFetcher {
+        self.oci.substituters = substituters;
+        self
+    }
+
+    /// The substituters asked before GitHub (empty unless configured).
+    pub fn substituters(&self) -> &Arc<crate::substitute::Substituters> {
+        &self.oci.substituters
+    }
+
+    /// Reaches `oci://` packages over `transport` (credentials, plain-HTTP hosts, retries).
+    pub fn with_oci_transport(mut self, transport: crate::oci::OciTransport) -> SnapshotFetcher {
+        self.oci.transport = transport;
+        self
+    }
+
+    /// The OCI client for `oci://` packages, built on first use.
+    pub fn oci_client(&self) -> Result<Arc<crate::oci::OciClient>, crate::oci::OciError> {
+        let mut client = self
+            .oci
+            .client
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(client) = client.as_ref() {
+            return Ok(Arc::clone(client));
+        }
+        let built = Arc::new(crate::oci::OciClient::new(self.oci.transport.clone())?);
+        *client = Some(Arc::clone(&built));
+        Ok(built)
+    }
+
+    /// Warnings collected so far (a damaged or unkeepable snapshot, a substituter that failed),
+    /// emptied.
     pub fn take_warnings(&self) -> Vec<String> {
-        std::mem::take(
+        let mut warnings = std::mem::take(
             &mut *self
+                .shared
                 .warnings
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
+        );
+        warnings.extend(self.oci.substituters.take_warnings());
+        warnings
     }
 
     /// How many repositories this fetcher downloaded (kept snapshots used do not count).
     pub fn downloads(&self) -> usize {
-        self.downloads.load(std::sync::atomic::Ordering::Relaxed)
+        self.shared
+            .downloads
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The resolver (and its GitHub client).
+    pub fn resolver(&self) -> &Arc<Resolver> {
+        &self.shared.resolver
+    }
+
+    /// The snapshot of `repo` at `commit`, downloading it on first use.
+    pub fn snapshot(&self, repo: &RepoId, commit: &str) -> Result<Arc<RepoSnapshot>, FetchError> {
+        self.shared.snapshot(repo, commit)
+    }
+
+    /// The snapshots of every (repository, commit) of `wanted`, taken from the store or downloaded
+    /// concurrently, at most [`CONCURRENT_FETCHES`] at a time (blocking tasks of a `tokio` runtime
+    /// that lives for this call); one result per pair, in the order of `wanted`. A pair asked for twice
+    /// is fetched once. Later [`SnapshotFetcher::snapshot`] and [`SnapshotFetcher::fetch_package`]
+    /// calls for a pair that succeeded return the same snapshot without a request; a pair that failed
+    /// is tried again by them.
+    pub fn prefetch(
+        &self,
+        wanted: &[(RepoId, String)],
+    ) -> Vec<Result<Arc<RepoSnapshot>, FetchError>> {
+        if wanted.len() < 2 {
+            return wanted
+                .iter()
+                .map(|(repo, commit)| self.snapshot(repo, commit))
+                .collect();
+        }
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(CONCURRENT_FETCHES)
+            .thread_name("agentpack-fetch")
+            .build()
+        {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                // No threads to spare: one after another, as before.
+                tracing::debug!(%error, "no runtime for concurrent fetches; fetching one after another");
+                return wanted
+                    .iter()
+                    .map(|(repo, commit)| self.snapshot(repo, commit))
+                    .collect();
+            }
+        };
+        runtime.block_on(async {
+            let mut tasks = tokio::task::JoinSet::new();
+            for (index, (repo, commit)) in wanted.iter().enumerate() {
+                let shared = Arc::clone(&self.shared);
+                let (repo, commit) = (repo.clone(), commit.clone());
+                // The runtime runs at most CONCURRENT_FETCHES blocking tasks; the others queue.
+                tasks.spawn_blocking(move || (index, shared.snapshot(&repo, &commit)));
+            }
+            let mut results: Vec<Option<Result<Arc<RepoSnapshot>, FetchError>>> =
+                (0..wanted.len()).map(|_| None).collect();
+            while let Some(joined) = tasks.join_next().await {
+                match joined {
+                    Ok((index, result)) => results[index] = Some(result),
+                    // A panic in a download is a bug: carry it to the caller as it was.
+                    Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                    // Cancelled (nothing here cancels): its pair is reported below.
+                    Err(_) => {}
+                }
+            }
+            results
+                .into_iter()
+                .zip(wanted)
+                .map(|(result, (repo, commit))| {
+                    result.unwrap_or_else(|| {
+                        Err(FetchError::Io {
+                            path: PathBuf::from(format!("github.com/{repo}@{commit}")),
+                            cause: std::io::Error::other("the fetch task was cancelled"),
+                        })
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// Copies the package at `path` of `repo` at `commit` into `destination` (which must not exist or
+    /// be empty), downloading the snapshot first if needed.
+    pub fn fetch_package(
+        &self,
+        repo: &RepoId,
+        commit: &str,
+        path: &str,
+        destination: &Path,
+    ) -> Result<ExtractReport, FetchError> {
+        self.shared.fetch_package(repo, commit, path, destination)
+    }
+}
+
+impl Shared {
+    fn store(&self) -> Option<&Arc<Store>> {
+        self.store.get()
     }
 
     fn warn(&self, message: String) {
@@ -235,13 +416,8 @@ impl SnapshotFetcher {
         }
     }
 
-    /// The resolver (and its GitHub client).
-    pub fn resolver(&self) -> &Arc<Resolver> {
-        &self.resolver
-    }
-
     /// The snapshot of `repo` at `commit`, downloading it on first use.
-    pub fn snapshot(&self, repo: &RepoId, commit: &str) -> Result<Arc<RepoSnapshot>, FetchError> {
+    fn snapshot(&self, repo: &RepoId, commit: &str) -> Result<Arc<RepoSnapshot>, FetchError> {
         let key = (repo.key(), commit.to_ascii_lowercase());
         let slot = {
             let mut slots = self
@@ -256,8 +432,14 @@ impl SnapshotFetcher {
         if let Some(existing) = guard.as_ref() {
             return Ok(Arc::clone(existing));
         }
-        let kept = match &self.store {
-            Some(store) => load_kept(store, repo, &key.1),
+        let kept = match self.store() {
+            Some(store) => load_kept(
+                store,
+                repo,
+                &key.1,
+                &self.scratch,
+                &self.resolver.config().limits,
+            ),
             None => Kept::Missing,
         };
         let snapshot = match kept {
@@ -267,9 +449,9 @@ impl SnapshotFetcher {
             }
             Kept::Missing => {
                 let downloaded = self.download_counted(repo, &key.1)?;
-                match &self.store {
+                match self.store() {
                     Some(store) => match keep(store, &downloaded) {
-                        Ok(root) => RepoSnapshot { root, ..downloaded },
+                        Ok(()) => downloaded,
                         Err(reason) => {
                             self.warn(format!(
                                 "warning: could not keep the download of github.com/{repo} at {} in the store ({reason}); the next command downloads it again\n  fix       run `agentpack store verify` and check the store's free space and permissions",
@@ -306,12 +488,12 @@ impl SnapshotFetcher {
             repo.owner.to_ascii_lowercase(),
             repo.repo.to_ascii_lowercase()
         );
-        let archive = self.scratch.path().join(format!("{name}.tar.gz"));
-        let tree = self.scratch.path().join(&name);
+        let archive = self.scratch.join(format!("{name}.tar.gz"));
+        let tree = self.scratch.join(&name);
         let unsafe_error = |source: ExtractError| FetchError::Unsafe {
             repo: repo.clone(),
             commit: commit.to_owned(),
-            source: Box::new(source),
+            cause: Box::new(source),
         };
         let tarball_failure = if self.resolver.rest_is_down() {
             "skipped (the REST API is unavailable)".to_owned()
@@ -324,7 +506,7 @@ impl SnapshotFetcher {
                 Ok(_) => {
                     let file = fs_err::File::open(&archive).map_err(|source| FetchError::Io {
                         path: archive.clone(),
-                        source,
+                        cause: source,
                     })?;
                     let extracted = extract::extract_github_tarball_limited(
                         std::io::BufReader::new(file),
@@ -341,7 +523,7 @@ impl SnapshotFetcher {
                                 ExtractError::Limit(source) => FetchError::Limit {
                                     repo: repo.clone(),
                                     commit: commit.to_owned(),
-                                    source,
+                                    cause: source,
                                 },
                                 other => unsafe_error(other),
                             });
@@ -359,7 +541,7 @@ impl SnapshotFetcher {
                     return Err(FetchError::Limit {
                         repo: repo.clone(),
                         commit: commit.to_owned(),
-                        source,
+                        cause: source,
                     })
                 }
                 Err(failure) => {
@@ -371,7 +553,7 @@ impl SnapshotFetcher {
         if tree.exists() {
             fs_err::remove_dir_all(&tree).map_err(|source| FetchError::Io {
                 path: tree.clone(),
-                source,
+                cause: source,
             })?;
         }
         let mut writer = SafeTreeWriter::new(&tree)
@@ -394,7 +576,7 @@ impl SnapshotFetcher {
                 Err(FetchError::Limit {
                     repo: repo.clone(),
                     commit: commit.to_owned(),
-                    source,
+                    cause: source,
                 })
             }
             Err(GitFetchError::Extract(source)) => Err(unsafe_error(source)),
@@ -412,9 +594,7 @@ impl SnapshotFetcher {
         }
     }
 
-    /// Copies the package at `path` of `repo` at `commit` into `destination` (which must not exist or
-    /// be empty), downloading the snapshot first if needed.
-    pub fn fetch_package(
+    fn fetch_package(
         &self,
         repo: &RepoId,
         commit: &str,
@@ -425,7 +605,7 @@ impl SnapshotFetcher {
         let clean = extract::clean_relative(path).map_err(|source| FetchError::Unsafe {
             repo: repo.clone(),
             commit: commit.to_owned(),
-            source: Box::new(source),
+            cause: Box::new(source),
         })?;
         let source = if clean.is_empty() {
             snapshot.root.clone()
@@ -451,13 +631,20 @@ impl SnapshotFetcher {
         .map_err(|source| FetchError::Unsafe {
             repo: repo.clone(),
             commit: commit.to_owned(),
-            source: Box::new(source),
+            cause: Box::new(source),
         })
     }
 }
 
-/// The kept snapshot of `repo` at `commit`, if the store has one that still matches its record.
-fn load_kept(store: &Store, repo: &RepoId, commit: &str) -> Kept {
+/// The kept snapshot of `repo` at `commit`, extracted into `scratch`, if the store has one that
+/// still matches its record.
+fn load_kept(
+    store: &Store,
+    repo: &RepoId,
+    commit: &str,
+    scratch: &Path,
+    limits: &crate::limits::Limits,
+) -> Kept {
     let name = snapshot_name(repo, commit);
     let Some(path) = store.get(&name) else {
         return Kept::Missing;
@@ -485,18 +672,44 @@ fn load_kept(store: &Store, repo: &RepoId, commit: &str) -> Kept {
             record_path.display()
         ));
     }
-    let root = path.path().join(SNAPSHOT_TREE);
-    match hash_tree(&root) {
+    let archive = path.path().join(SNAPSHOT_ARCHIVE);
+    let root = scratch.join(format!(
+        "kept-{}-{}-{}",
+        repo.owner.to_ascii_lowercase(),
+        repo.repo.to_ascii_lowercase(),
+        commit.to_ascii_lowercase()
+    ));
+    if root.exists() && fs_err::remove_dir_all(&root).is_err() {
+        return Kept::Damaged(format!("cannot clear {}", root.display()));
+    }
+    let extracted = fs_err::File::open(&archive)
+        .map_err(|e| e.to_string())
+        .and_then(|file| {
+            crate::oci::archive::read_tree(
+                std::io::BufReader::new(file),
+                crate::oci::archive::Compression::Zstd,
+                &root,
+                limits,
+                &format!("the kept snapshot of github.com/{repo}"),
+            )
+            .map_err(|e| e.to_string())
+        });
+    let checked = extracted.and_then(|_| hash_tree(&root).map_err(|e| e.to_string()));
+    match checked {
         Ok(actual) if actual == record.tree_hash => {}
         Ok(actual) => {
+            let _ = fs_err::remove_dir_all(&root);
             return Kept::Damaged(format!(
-                "{} hashes to {actual}, not {}",
-                root.display(),
+                "{} holds a tree that hashes to {actual}, not {}",
+                archive.display(),
                 record.tree_hash
-            ))
+            ));
         }
         Err(_) if !path.path().exists() => return Kept::Missing,
-        Err(error) => return Kept::Damaged(error.to_string()),
+        Err(error) => {
+            let _ = fs_err::remove_dir_all(&root);
+            return Kept::Damaged(format!("{}: {error}", archive.display()));
+        }
     }
     Kept::Usable(RepoSnapshot {
         repo: repo.clone(),
@@ -516,14 +729,22 @@ fn load_kept(store: &Store, repo: &RepoId, commit: &str) -> Kept {
     })
 }
 
-/// Publishes `downloaded` as the repo snapshot store path of its (repo, commit); returns the kept
-/// tree's root, or why it could not be kept.
-fn keep(store: &Store, downloaded: &RepoSnapshot) -> Result<PathBuf, String> {
+/// Publishes `downloaded` as the repo snapshot store path of its (repo, commit) (its tree as one
+/// archive, see the module docs), or says why it could not be kept.
+fn keep(store: &Store, downloaded: &RepoSnapshot) -> Result<(), String> {
     let name = snapshot_name(&downloaded.repo, &downloaded.commit);
-    let published: StorePath = store
+    let _published: StorePath = store
         .publish_built(&name, &[], |out, _final_path| {
-            let tree = out.join(SNAPSHOT_TREE);
-            link_tree(&downloaded.root, &tree)?;
+            let archive = out.join(SNAPSHOT_ARCHIVE);
+            let file = std::io::BufWriter::new(fs_err::File::create(&archive)?);
+            let mut encoder = zstd::Encoder::new(file, crate::oci::archive::ZSTD_LEVEL)?;
+            encoder.include_checksum(false)?;
+            crate::oci::archive::write_tar(
+                &downloaded.root,
+                &downloaded.report.executables,
+                &mut encoder,
+            )?;
+            std::io::Write::flush(&mut encoder.finish()?)?;
             let record = SnapshotRecord {
                 version: SNAPSHOT_RECORD_VERSION,
                 repo: downloaded.repo.key(),
@@ -532,7 +753,7 @@ fn keep(store: &Store, downloaded: &RepoSnapshot) -> Result<PathBuf, String> {
                     FetchedVia::Tarball => "tarball".to_owned(),
                     FetchedVia::GitProtocol => "git".to_owned(),
                 },
-                tree_hash: hash_tree(&tree)?,
+                tree_hash: hash_tree(&downloaded.root)?,
                 links_emptied: downloaded.report.links_emptied.clone(),
                 executables: downloaded.report.executables.clone(),
                 files: downloaded.report.files,
@@ -542,29 +763,6 @@ fn keep(store: &Store, downloaded: &RepoSnapshot) -> Result<PathBuf, String> {
             Ok(())
         })
         .map_err(|error| error.to_string())?;
-    Ok(published.path().join(SNAPSHOT_TREE))
-}
-
-/// Recreates the tree at `source` at `destination`: directories made, files hard-linked (copied
-/// when linking fails), symbolic links recreated. The source tree is left as it was.
-fn link_tree(source: &Path, destination: &Path) -> std::io::Result<()> {
-    for entry in walkdir::WalkDir::new(source).follow_links(false) {
-        let entry = entry.map_err(std::io::Error::other)?;
-        let relative = entry
-            .path()
-            .strip_prefix(source)
-            .map_err(std::io::Error::other)?;
-        let target = destination.join(relative);
-        let file_type = entry.file_type();
-        if file_type.is_dir() {
-            fs_err::create_dir_all(&target)?;
-        } else if file_type.is_symlink() {
-            let link = fs_err::read_link(entry.path())?;
-            std::os::unix::fs::symlink(&link, &target)?;
-        } else if std::fs::hard_link(entry.path(), &target).is_err() {
-            fs_err::copy(entry.path(), &target)?;
-        }
-    }
     Ok(())
 }
 
@@ -602,46 +800,64 @@ mod tests {
     fn a_kept_snapshot_is_found_by_repo_and_commit_and_a_changed_one_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("cache"), StoreOptions::default()).unwrap();
+        let scratch = dir.path().join("scratch");
+        fs_err::create_dir_all(&scratch).unwrap();
+        let limits = crate::limits::Limits::default();
         let repo = RepoId::new("Acme", "Big");
         let commit = "abcdef0123456789abcdef0123456789abcdef01";
-        assert!(matches!(load_kept(&store, &repo, commit), Kept::Missing));
+        let load = |repo: &RepoId, commit: &str| load_kept(&store, repo, commit, &scratch, &limits);
+        assert!(matches!(load(&repo, commit), Kept::Missing));
 
         let downloaded = scratch_snapshot(dir.path(), &repo);
-        let root = keep(&store, &downloaded).unwrap();
-        assert!(root.starts_with(store.store_dir()));
-        assert_eq!(
-            fs_err::read_to_string(root.join("skills/a/SKILL.md")).unwrap(),
-            "---\nname: a\n---\nA.\n"
-        );
+        keep(&store, &downloaded).unwrap();
+        let kept_path = store.get(&snapshot_name(&repo, commit)).unwrap();
+        // One archive, no file of the tree: nothing shares an inode with a package's blobs.
+        let mut names: Vec<String> = fs_err::read_dir(kept_path.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, vec![SNAPSHOT_RECORD, SNAPSHOT_ARCHIVE]);
         // Any case of the commit and the names finds it; another commit does not.
-        let Kept::Usable(kept) = load_kept(
-            &store,
-            &RepoId::new("acme", "big"),
-            &commit.to_ascii_uppercase(),
-        ) else {
+        let Kept::Usable(kept) = load(&RepoId::new("acme", "big"), &commit.to_ascii_uppercase())
+        else {
             panic!("the kept snapshot is usable");
         };
-        assert_eq!(kept.root, root);
+        assert!(kept.root.starts_with(&scratch));
+        assert_eq!(
+            fs_err::read_to_string(kept.root.join("skills/a/SKILL.md")).unwrap(),
+            "---\nname: a\n---\nA.\n"
+        );
+        assert_eq!(
+            fs_err::read_link(kept.root.join("link")).unwrap(),
+            Path::new("skills/a")
+        );
         assert_eq!(
             kept.report.links_emptied,
             vec!["skills/a/outside".to_owned()]
         );
         assert!(kept.report.executables.contains("run.sh"));
         assert!(matches!(
-            load_kept(&store, &repo, "1111111111111111111111111111111111111111"),
+            load(&repo, "1111111111111111111111111111111111111111"),
             Kept::Missing
         ));
 
-        // A file replaced in the kept tree: not usable.
-        let file = root.join("skills/a/SKILL.md");
-        let parent = file.parent().unwrap();
-        fs_err::set_permissions(parent, std::fs::Permissions::from_mode(0o755)).unwrap();
-        fs_err::remove_file(&file).unwrap();
-        fs_err::write(&file, "changed").unwrap();
-        match load_kept(&store, &repo, commit) {
+        // The archive replaced by another tree's: not usable.
+        let other = dir.path().join("other");
+        fs_err::create_dir_all(&other).unwrap();
+        fs_err::write(other.join("SKILL.md"), "changed").unwrap();
+        let forged = crate::oci::archive::tree_tar_zstd(&other, &BTreeSet::new()).unwrap();
+        let archive = kept_path.path().join(SNAPSHOT_ARCHIVE);
+        fs_err::set_permissions(kept_path.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        fs_err::remove_file(&archive).unwrap();
+        fs_err::write(&archive, forged).unwrap();
+        match load(&repo, commit) {
             Kept::Damaged(reason) => assert!(reason.contains("hashes to"), "{reason}"),
             _ => panic!("a changed snapshot is refused"),
         }
-        fs_err::set_permissions(parent, std::fs::Permissions::from_mode(0o555)).unwrap();
+        // And one that is no archive at all.
+        fs_err::write(&archive, "not zstd").unwrap();
+        assert!(matches!(load(&repo, commit), Kept::Damaged(_)));
+        fs_err::set_permissions(kept_path.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
     }
 }

@@ -129,6 +129,9 @@ pub enum Command {
     /// Inspect and repair the store.
     Store(commands::store::StoreArgs),
 
+    /// Push a skill or plugin directory to an OCI registry: `publish DIR oci://REGISTRY/REPO:TAG`.
+    Publish(commands::publish::PublishArgs),
+
     /// Manage [mcp.servers] and their records in pack.lock.
     Mcp(commands::mcp::McpArgs),
 

@@ -95,7 +95,7 @@ impl Context {
     pub fn roots(&self) -> Result<Roots> {
         if let Some(name) = &self.env_name {
             let home = Home::from_env()?;
-            let definition = crate::commands::env::location::environment_dir(&home.root, name)?;
+            let definition = crate::environment::location::environment_dir(&home.root, name)?;
             if !definition.join(MANIFEST_FILE).is_file() {
                 bail!(
                     "environment `{name}` does not exist: no {MANIFEST_FILE} in {}\n  fix  create it with `agentpack env init {name}` or `agentpack env import`; `agentpack env list` shows the ones there are",
@@ -132,7 +132,7 @@ impl Context {
         let binding = match Home::from_env() {
             Ok(home) => {
                 let start = self.workspace.as_deref().unwrap_or(&self.cwd);
-                crate::commands::env::binding::nearest(&home.root, start)?
+                crate::environment::binding::nearest(&home.root, start)?
             }
             Err(_) => None,
         };

@@ -59,6 +59,11 @@ impl EnvVars {
     pub const ANTHROPIC_BASE_URL: &'static str = "ANTHROPIC_BASE_URL";
     /// `agentpack probe`: seconds one native client process may run (default 30).
     pub const AGENTPACK_PROBE_TIMEOUT_SECS: &'static str = "AGENTPACK_PROBE_TIMEOUT_SECS";
+    /// `agentpack probe`: seconds all the client processes of one probe may take (default 600).
+    pub const AGENTPACK_PROBE_TOTAL_TIMEOUT_SECS: &'static str =
+        "AGENTPACK_PROBE_TOTAL_TIMEOUT_SECS";
+    /// `agentpack probe --agent opencode`: how many `debug skill` samples (default 60).
+    pub const AGENTPACK_PROBE_OPENCODE_SAMPLES: &'static str = "AGENTPACK_PROBE_OPENCODE_SAMPLES";
     /// Seconds (or `500ms`, `2m`) to open a connection to GitHub or an npm registry (default 30s).
     pub const AGENTPACK_CONNECT_TIMEOUT: &'static str = LimitKind::ConnectTimeout.variable();
     /// How long one read of a download may wait for bytes before it fails (default 60s).
@@ -76,6 +81,16 @@ impl EnvVars {
         LimitKind::CompressionRatio.variable();
     /// The most tags one repository may list (default 20000).
     pub const AGENTPACK_MAX_TAGS: &'static str = LimitKind::Tags.variable();
+    /// Substituters asked before GitHub and the npm registry: `oci://REGISTRY/REPOSITORY`, comma
+    /// or space separated, before those of `$XDG_CONFIG_HOME/agentpack/config.toml`.
+    pub const AGENTPACK_SUBSTITUTERS: &'static str = "AGENTPACK_SUBSTITUTERS";
+    /// OCI registry credentials: `user:password`, or a bare bearer token (read by
+    /// `agentpack_builders::oci::OciTransport::from_env`).
+    pub const AGENTPACK_OCI_TOKEN: &'static str = "AGENTPACK_OCI_TOKEN";
+    /// Comma-separated OCI registry hosts (`host` or `host:port`) reached over plain HTTP.
+    pub const AGENTPACK_OCI_INSECURE: &'static str = "AGENTPACK_OCI_INSECURE";
+    /// The directory of the docker `config.json` whose `auths` give OCI credentials.
+    pub const DOCKER_CONFIG: &'static str = "DOCKER_CONFIG";
     /// Bearer token for GitHub (takes precedence over `GH_TOKEN`).
     pub const GITHUB_TOKEN: &'static str = "GITHUB_TOKEN";
     /// Bearer token for GitHub when `GITHUB_TOKEN` is unset.

@@ -5,16 +5,24 @@
 //! stderr and an exit code. Nothing else in the binary may call `std::process::exit`.
 
 mod args;
+mod check;
 mod commands;
 mod context;
 mod env;
+mod environment;
+mod evidence;
 mod logging;
+mod mode_generations;
 mod output;
+mod pipeline;
 mod private_dir;
 mod project;
 mod project_lock;
 mod proxy;
+mod retired_homes;
+mod rollback_record;
 mod session;
+mod user_config;
 
 use std::process::ExitCode;
 

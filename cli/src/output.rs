@@ -17,26 +17,39 @@ pub const FEATURES: &[&str] = &["json-reads-v1"];
 /// Prints an error and its causes, the way `main` reports every failure.
 /// A URL's userinfo is printed as `***` here and in [`warn`]: no credential in any message.
 pub fn print_error(err: &anyhow::Error) {
-    let redact = |text: String| agentpack_harness::credentials::redact_url_userinfo(&text);
-    eprintln!("error: {}", redact(err.to_string()));
-    for cause in err.chain().skip(1) {
-        eprintln!("  caused by: {}", redact(cause.to_string()));
+    let redact = |text: String| agentpack_harness::render::credentials::redact_url_userinfo(&text);
+    for (index, line) in error_lines(err).into_iter().enumerate() {
+        let label = if index == 0 { "error:" } else { "  caused by:" };
+        eprintln!("{label} {}", redact(line));
     }
 }
 
-/// Prints a warning line on stderr (shown even with `--quiet`). A message that already carries the
-/// label (some library texts do) is not labelled twice, and a warning already printed by this
-/// command (`add` resolves, then syncs, and both see the same package) is not printed again.
-pub fn warn(message: &str) {
-    static PRINTED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let message = agentpack_harness::credentials::redact_url_userinfo(message);
-    let message = message.strip_prefix("warning: ").unwrap_or(&message);
-    if let Ok(mut printed) = PRINTED.lock() {
-        if printed.iter().any(|seen| seen == message) {
-            return;
+/// The lines [`print_error`] prints: the error, then each cause that says something new. A cause
+/// whose text the line above already holds (an error that repeats its source in its own message, as
+/// `"cannot read {path}: {source}"` or `#[error("{0}")]` do) is not printed again, so each cause
+/// appears once.
+pub fn error_lines(err: &anyhow::Error) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if lines
+            .last()
+            .is_some_and(|above| above.contains(text.trim()))
+        {
+            continue;
         }
-        printed.push(message.to_owned());
+        lines.push(text);
     }
+    lines
+}
+
+/// Prints a warning line on stderr (shown even with `--quiet`). A message that already carries the
+/// label (some library texts do) is not labelled twice. Nothing is de-duplicated here: a command
+/// resolves once and the pipeline's steps return each warning once (`agentpack_builders::project`),
+/// so a warning printed twice is a bug to fix where it comes from.
+pub fn warn(message: &str) {
+    let message = agentpack_harness::render::credentials::redact_url_userinfo(message);
+    let message = message.strip_prefix("warning: ").unwrap_or(&message);
     eprintln!("warning: {message}");
 }
 
@@ -174,6 +187,27 @@ pub fn json<T: Serialize>(body: &T) -> anyhow::Result<()> {
 mod tests {
     use super::TickerStop;
     use std::time::{Duration, Instant};
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read /p/pack.lock: {source}")]
+    struct Repeats {
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let leaf = std::io::Error::from_raw_os_error(20);
+        let err = anyhow::Error::new(Repeats { source: leaf }).context("cannot load the project");
+        assert_eq!(
+            super::error_lines(&err),
+            [
+                "cannot load the project",
+                "cannot read /p/pack.lock: Not a directory (os error 20)"
+            ]
+        );
+        let chained = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(super::error_lines(&chained), ["outer", "inner"]);
+    }
 
     #[test]
     fn a_finished_ticker_wakes_its_waiter_at_once() {

@@ -1,5 +1,6 @@
 //! One project's files and places: the manifest, the lock, the project hash, the staging root and the
-//! per-project state directory, plus the snapshot that lets a failed command put both files back.
+//! per-project state directory, plus the snapshot that lets a failed command put both files back
+//! (made from the bytes the command's session read: `crate::pipeline::snapshot`).
 //!
 //! Places follow the docs: state under `$AGENTPACK_HOME/projects/<project-hash>/`, staging under
 //! `AGENTPACK_STAGING_ROOT`, else `<temp dir>/agentpack-<project-hash>/`. Nothing here resolves or
@@ -84,37 +85,6 @@ impl Project {
         Ok(Lockfile::load_if_exists(&self.lock_path)?
             .unwrap_or_else(|| Lockfile::new(manifest.name.clone(), manifest.version.clone())))
     }
-
-    /// For `lock`: a lock that cannot be parsed is replaced, with a warning; a lock with an invalid
-    /// content hash or an inconsistent entry is not (the docs' rule).
-    pub fn load_lock_for_relock(&self) -> Result<Option<Lockfile>> {
-        match Lockfile::load_if_exists(&self.lock_path) {
-            Ok(lock) => Ok(lock),
-            Err(err) if err.is_replaceable_by_lock() => {
-                output::warn(&format!(
-                    "{} cannot be read and will be replaced by a lock resolved from {MANIFEST_FILE}:\n  {err}",
-                    self.lock_path.display()
-                ));
-                Ok(None)
-            }
-            Err(err) => Err(err.into()),
-        }
-    }
-
-    /// The bytes of both files now, to restore if a later step fails.
-    pub fn snapshot(&self) -> Result<FilesSnapshot> {
-        let read = |path: &Path| -> Result<Option<Vec<u8>>> {
-            match agentpack_lockfile::read_regular_file(path) {
-                Ok(bytes) => Ok(Some(bytes)),
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(err) => Err(err).with_context(|| format!("cannot read {}", path.display())),
-            }
-        };
-        Ok(FilesSnapshot {
-            manifest: (self.manifest_path.clone(), read(&self.manifest_path)?),
-            lock: (self.lock_path.clone(), read(&self.lock_path)?),
-        })
-    }
 }
 
 /// The project hash of separate roots: the first 8 bytes of SHA-256 over both canonical paths, in
@@ -130,29 +100,32 @@ pub fn pair_hash(definition: &Path, workspace: &Path) -> String {
     hex::encode(&digest.finalize()[..8])
 }
 
-/// Saved bytes of the manifest and the lock.
+/// Saved bytes of the manifest and the lock: a toolkit transaction that remembers both, rolled back
+/// when a later step fails.
 #[derive(Debug)]
 pub struct FilesSnapshot {
-    manifest: (PathBuf, Option<Vec<u8>>),
-    lock: (PathBuf, Option<Vec<u8>>),
+    saved: std::cell::RefCell<agentpack_fs::Transaction>,
 }
 
 impl FilesSnapshot {
+    /// Saved bytes of the manifest and the lock (`None`: the file did not exist).
+    pub fn of(manifest: (PathBuf, Option<Vec<u8>>), lock: (PathBuf, Option<Vec<u8>>)) -> Self {
+        let mut saved = agentpack_fs::Transaction::new();
+        saved.remember_as(&manifest.0, manifest.1);
+        saved.remember_as(&lock.0, lock.1);
+        Self {
+            saved: std::cell::RefCell::new(saved),
+        }
+    }
+
     /// Puts both files back exactly as they were (atomically, and only when they changed).
     pub fn restore(&self) {
-        for (path, bytes) in [&self.manifest, &self.lock] {
-            let restored = match bytes {
-                Some(bytes) => agentpack_lockfile::write_if_changed(path, bytes)
-                    .map(|_| ())
-                    .map_err(|e| e.to_string()),
-                None => match std::fs::remove_file(path) {
-                    Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(err.to_string()),
-                    _ => Ok(()),
-                },
-            };
-            if let Err(err) = restored {
-                output::warn(&format!("could not restore {}: {err}", path.display()));
-            }
+        for err in self.saved.borrow_mut().rollback() {
+            output::warn(&format!(
+                "could not restore {}: {}",
+                err.path.display(),
+                err.source
+            ));
         }
     }
 }

@@ -3,22 +3,23 @@
 //! for their whole run, so two of them at once (two `add`s in parallel) cannot lose each other's
 //! edits. A second command waits, and says so once.
 //!
-//! The lock is an advisory `flock(2)` on a file that is never removed: the kernel releases it when
-//! the process ends, however it ends, so there is nothing stale to clean up. Launchers take it only
-//! while they stage, never while the agent runs.
+//! The lock is the store's kind of lock (`agentpack_fs::lock`: an OFD `fcntl` lock, which also
+//! works on NFSv4) on a file that is never removed: the kernel releases it when the process ends,
+//! however it ends, so there is nothing stale to clean up. Launchers take it only while they stage,
+//! never while the agent runs. On a filesystem without locks the command goes on unprotected, with
+//! a warning.
 
-use std::fs::File;
 use std::path::Path;
 
-use anyhow::{Context as _, Result};
-use nix::fcntl::{Flock, FlockArg};
+use agentpack_fs::lock::{self, FileLock, LockKind, LockState};
+use anyhow::Result;
 
 use crate::output;
 
 /// A held project lock; released when dropped.
 #[derive(Debug)]
 pub struct ProjectLock {
-    _lock: Flock<File>,
+    _lock: Option<FileLock>,
 }
 
 impl ProjectLock {
@@ -34,30 +35,25 @@ impl ProjectLock {
         }
         fs_err::create_dir_all(state_dir)?;
         let path = state_dir.join("project.lock");
-        let open = || {
-            fs_err::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-                .map(File::from)
-        };
-        let file = open()?;
-        let file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => return Ok(Self { _lock: lock }),
-            Err((file, nix::errno::Errno::EWOULDBLOCK)) => file,
-            Err((_, errno)) => {
-                return Err(std::io::Error::from(errno))
-                    .with_context(|| format!("cannot lock {}", path.display()));
-            }
-        };
-        output::info(&format!(
-            "waiting for another agentpack command in {} to finish…",
-            project_root.display()
-        ));
-        let lock = Flock::lock(file, FlockArg::LockExclusive)
-            .map_err(|(_, errno)| std::io::Error::from(errno))
-            .with_context(|| format!("cannot lock {}", path.display()))?;
-        Ok(Self { _lock: lock })
+        let file = lock::open_lock_file(&path)?;
+        let mut state = lock::try_lock(&file, &path, LockKind::Exclusive)?;
+        if state == LockState::Busy {
+            output::info(&format!(
+                "waiting for another agentpack command in {} to finish…",
+                project_root.display()
+            ));
+            state = lock::lock(&file, &path, LockKind::Exclusive)?;
+        }
+        if state == LockState::Unsupported {
+            output::warn(&format!(
+                "the filesystem of {} does not support file locks; two agentpack commands at once in {} are not kept from each other",
+                path.display(),
+                project_root.display()
+            ));
+            return Ok(Self { _lock: None });
+        }
+        Ok(Self {
+            _lock: Some(FileLock::held(file)),
+        })
     }
 }

@@ -5,13 +5,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentpack_builders::github::GitHubConfig;
+use agentpack_builders::oci::OciTransport;
 use agentpack_builders::session::{GitHubSession, SessionError};
+use agentpack_builders::substitute::Substituters;
 use agentpack_store::{LinkMode, Store, StoreOptions};
 use anyhow::{bail, Context as _, Result};
 
 use crate::context::Home;
 use crate::env::{self, EnvVars};
 use crate::output;
+use crate::user_config;
 
 /// Opens (creating if needed) the store of `home`.
 pub fn open_store(home: &Home) -> Result<Arc<Store>> {
@@ -47,7 +50,9 @@ pub fn flush_store_warnings(store: &Store) {
     }
 }
 
-/// A GitHub session from `AGENTPACK_GITHUB_API_URL`, `AGENTPACK_GITHUB_URL`, `GITHUB_TOKEN`, `GH_TOKEN`.
+/// A GitHub session from `AGENTPACK_GITHUB_API_URL`, `AGENTPACK_GITHUB_URL`, `GITHUB_TOKEN`, `GH_TOKEN`,
+/// with the substituters of `AGENTPACK_SUBSTITUTERS` and the user's config file, and the OCI
+/// transport (`AGENTPACK_OCI_TOKEN`, `AGENTPACK_OCI_INSECURE`, `~/.docker/config.json`).
 pub fn github(store: &Arc<Store>) -> Result<GitHubSession> {
     let mut config = GitHubConfig::from_values(
         env::var(EnvVars::AGENTPACK_GITHUB_API_URL),
@@ -56,8 +61,17 @@ pub fn github(store: &Arc<Store>) -> Result<GitHubSession> {
         env::var(EnvVars::GH_TOKEN),
     );
     config.limits = env::limits()?;
+    let transport = OciTransport::from_env(&env::var);
+    let substituters =
+        Substituters::from_entries(&user_config::substituter_entries()?, transport.clone())?;
+    if !substituters.is_empty() {
+        for warning in transport.warnings() {
+            output::warn(warning);
+        }
+        tracing::debug!(substituters = ?substituters.describe(), "substituters, asked in order before GitHub");
+    }
     match GitHubSession::new(store, config) {
-        Ok(session) => Ok(session),
+        Ok(session) => Ok(session.with_oci(transport, Arc::new(substituters))),
         // The store's scratch space: every command that fetches or copies packages needs it.
         Err(SessionError::Store(err)) => {
             bail!("cannot make a working directory in the store: {err}")

@@ -8,66 +8,9 @@
 //! inputs give byte-equal plans.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::PathBuf;
 
-/// The agents agentpack stages for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Agent {
-    Claude,
-    Cursor,
-    OpenCode,
-    Codex,
-    Grok,
-    Antigravity,
-}
-
-impl Agent {
-    /// Every agent, in a fixed order.
-    pub const ALL: [Agent; 6] = [
-        Agent::Claude,
-        Agent::Cursor,
-        Agent::OpenCode,
-        Agent::Codex,
-        Agent::Grok,
-        Agent::Antigravity,
-    ];
-
-    /// The short name used in messages and in `hook-exec --agent`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Agent::Claude => "claude",
-            Agent::Cursor => "cursor",
-            Agent::OpenCode => "opencode",
-            Agent::Codex => "codex",
-            Agent::Grok => "grok",
-            Agent::Antigravity => "agy",
-        }
-    }
-
-    /// The human name used in warnings.
-    pub fn display_name(self) -> &'static str {
-        match self {
-            Agent::Claude => "Claude Code",
-            Agent::Cursor => "Cursor",
-            Agent::OpenCode => "OpenCode",
-            Agent::Codex => "Codex",
-            Agent::Grok => "Grok",
-            Agent::Antigravity => "Antigravity",
-        }
-    }
-
-    /// Parses [`Agent::as_str`] back.
-    pub fn from_name(name: &str) -> Option<Agent> {
-        Agent::ALL.into_iter().find(|agent| agent.as_str() == name)
-    }
-}
-
-impl fmt::Display for Agent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use crate::agent::Agent;
 
 /// One file or link of a staged tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,13 +47,13 @@ impl SecretLayer {
     }
 
     /// The layer with every `${VAR}` / `${VAR:-default}` reference expanded from `lookup` (the
-    /// launching environment), as [`crate::mcp::expand_references`] does. A variable that is unset
+    /// launching environment), as [`crate::render::mcp::expand_references`] does. A variable that is unset
     /// becomes empty, as in a shell; each one gives a warning naming where it is read and the
     /// variable, never a value.
     pub fn expanded(&self, lookup: &dyn Fn(&str) -> Option<String>) -> (SecretLayer, Vec<String>) {
         let mut warnings = Vec::new();
         let mut expand = |place: &str, text: &str| {
-            let (value, unset) = crate::mcp::expand_references(text, lookup);
+            let (value, unset) = crate::render::mcp::expand_references(text, lookup);
             for var in unset {
                 warnings.push(format!(
                     "MCP value {place} reads `{var}`, which is not set; it is expanded as empty (set {var} before launching, or write `${{{var}:-default}}`)"

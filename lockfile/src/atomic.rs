@@ -1,16 +1,20 @@
-//! Crash-safe file replacement: write a temp file in the same directory, fsync it, rename it over
-//! the target, fsync the directory.
+//! Crash-safe replacement of the project files, on the toolkit's one atomic writer
+//! (`agentpack_fs::write_file`: temp file in the same directory, fsync, rename, fsync of the
+//! directory).
 //!
-//! Owns: [`write_atomic`] and [`write_if_changed`]. A reader sees the old file or the new one,
-//! never a torn one. Does not take a cross-process lock: callers that may race (two `lock` runs)
-//! hold the project lock around the write.
+//! Owns: [`write_atomic`], [`write_if_changed`] and the readers of project files that refuse a FIFO
+//! ([`read_regular_file`]). A reader sees the old file or the new one, never a torn one. Does not take
+//! a cross-process lock: callers that may race (two `lock` runs) hold the project lock around the
+//! write.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// A write that failed, with the file it was for.
+use agentpack_fs::WriteOptions;
+
+/// A write that failed, with the file it was for. The cause is the error's source (printed once by
+/// whoever prints the chain), not part of this message.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot write {}: {source}", path.display())]
+#[error("cannot write {}", path.display())]
 pub struct WriteError {
     /// The target file.
     pub path: PathBuf,
@@ -19,55 +23,21 @@ pub struct WriteError {
     pub source: std::io::Error,
 }
 
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> WriteError + '_ {
-    move |source| WriteError {
-        path: path.to_path_buf(),
-        source,
+impl From<agentpack_fs::FsError> for WriteError {
+    fn from(err: agentpack_fs::FsError) -> Self {
+        Self {
+            path: err.path,
+            source: err.source,
+        }
     }
-}
-
-/// 0666: what `open(2)` turns into the usual 0644 through the umask.
-#[cfg(unix)]
-fn shareable() -> std::fs::Permissions {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::Permissions::from_mode(0o666)
 }
 
 /// Replaces `path` with `bytes` atomically (temp file in the same directory, fsync, rename,
-/// fsync of the directory). An existing file's permissions are kept.
+/// fsync of the directory). An existing file's permissions are kept; a new file gets the mode a
+/// plain `open` would give it (0666 less the umask): `agentpack.toml` and `pack.lock` are meant to
+/// be shared.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    // A new file gets the mode a plain `open` would give it (0666 less the umask), not
-    // tempfile's private 0600: agentpack.toml and pack.lock are meant to be shared.
-    let prefix = format!(".{file_name}.");
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(&prefix).suffix(".tmp");
-    #[cfg(unix)]
-    builder.permissions(shareable());
-    let mut temp = builder.tempfile_in(&dir).map_err(io_err(path))?;
-    temp.write_all(bytes).map_err(io_err(path))?;
-    if let Ok(meta) = fs_err::metadata(path) {
-        temp.as_file()
-            .set_permissions(meta.permissions())
-            .map_err(io_err(path))?;
-    }
-    temp.as_file().sync_all().map_err(io_err(path))?;
-    temp.persist(path).map_err(|e| WriteError {
-        path: path.to_path_buf(),
-        source: e.error,
-    })?;
-    // Make the rename durable; a directory that cannot be opened or synced (some filesystems)
-    // does not make the write fail: the data itself is already synced.
-    if let Ok(handle) = std::fs::File::open(&dir) {
-        let _ = handle.sync_all();
-    }
+    agentpack_fs::write_file(path, bytes, &WriteOptions::shared_file())?;
     Ok(())
 }
 
@@ -130,12 +100,11 @@ fn not_regular(path: &Path, meta: &std::fs::Metadata) -> std::io::Error {
 /// Writes `bytes` to `path` atomically unless the file already holds exactly these bytes, in
 /// which case the file is not touched (its modification time stays). Returns whether it wrote.
 pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, WriteError> {
-    match read_regular_file(path) {
-        Ok(existing) if existing == bytes => return Ok(false),
-        _ => {}
-    }
-    write_atomic(path, bytes)?;
-    Ok(true)
+    Ok(agentpack_fs::write_file_if_changed(
+        path,
+        bytes,
+        &WriteOptions::shared_file(),
+    )?)
 }
 
 #[cfg(test)]
@@ -172,7 +141,13 @@ mod tests {
     fn missing_directory_is_an_error_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("nope").join("pack.lock");
-        let e = write_atomic(&path, b"x").unwrap_err().to_string();
-        assert!(e.contains("nope/pack.lock"), "{e}");
+        let e = write_atomic(&path, b"x").unwrap_err();
+        let message = e.to_string();
+        assert!(message.ends_with("nope/pack.lock"), "{message}");
+        assert!(
+            !message.contains("No such file"),
+            "the cause is the source: {message}"
+        );
+        assert_eq!(e.source.kind(), std::io::ErrorKind::NotFound);
     }
 }

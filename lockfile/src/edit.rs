@@ -93,6 +93,7 @@ fn pin_value(dependency: &Dependency) -> Value {
             Pin::Branch(b) => table("branch", b),
             Pin::Tag(t) => table("tag", t),
             Pin::Commit(c) => table("commit", c.as_str()),
+            Pin::Digest(d) => table("digest", d),
         },
     }
 }

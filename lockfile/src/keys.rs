@@ -62,6 +62,20 @@ pub fn github_cache_key(owner: &str, repo: &str, path: &str, commit: &CommitSha)
     ]))
 }
 
+/// `cache_key` of an `oci://` package: SHA-256 of
+/// `"oci:" + registry + "/" + repository + "\0" + manifest_digest` (all as the lock writes them:
+/// lowercase registry and repository, `sha256:<64 hex>`).
+pub fn oci_cache_key(registry: &str, repository: &str, manifest_digest: &str) -> CacheKey {
+    CacheKey::from_digest(sha256(&[
+        b"oci:",
+        registry.as_bytes(),
+        b"/",
+        repository.as_bytes(),
+        b"\0",
+        manifest_digest.as_bytes(),
+    ]))
+}
+
 /// `cache_key` of a path dependency: SHA-256 of `"path:" + canonical_dir + "\0" + dirhash40`.
 /// `canonical_dir` must already be absolute, symlink-resolved and cleaned (the caller's job).
 pub fn path_cache_key(canonical_dir: &Path, dirhash40: &str) -> CacheKey {

@@ -77,15 +77,15 @@ pub use atomic::{
 };
 pub use edit::{render_init_manifest, EditError, ManifestDocument};
 pub use lock::{
-    LockConfig, LockError, LockMeta, LockedPackage, Lockfile, McpRecord, McpStatus, TreeEntry,
-    LOCK_FILE,
+    LockConfig, LockError, LockMeta, LockedPackage, Lockfile, McpRecord, McpStatus, OciPin,
+    TreeEntry, LOCK_FILE,
 };
 pub use manifest::{
     Base, Dependency, Manifest, ManifestError, McpOAuth, McpServer, Mode, Pin, DEFAULT_MODE,
     MANIFEST_FILE,
 };
-pub use module_id::{GithubModule, ModuleId, ModuleIdError};
+pub use module_id::{GithubModule, ModuleId, ModuleIdError, OciModule};
 pub use selector::{SelectionTarget, Selector, SelectorError};
-pub use spec::{parse_spec, GithubSpec, PackageSpec, SpecError};
+pub use spec::{parse_spec, GithubSpec, OciSpec, PackageSpec, SpecError};
 pub use validate::{CacheKey, CommitSha, ContentHash, DigestError, IntegrityError};
 pub use version::{classify_ref, parse_tag, RefKind, SelectedTag, VersionConstraint, VersionError};

@@ -1,8 +1,9 @@
 //! Module IDs: the keys of `[dependencies]` and the `module` of every lock entry.
 //!
-//! Owns: [`ModuleId`] and its validation. A module ID is either a GitHub path
-//! `github.com/<owner>/<repo>[/<p1>/<p2>...]` or a single-segment local/alias name
-//! (`local-rules`). Host, owner and repo are lowercase (GitHub treats them case-insensitively, and
+//! Owns: [`ModuleId`] and its validation. A module ID is a GitHub path
+//! `github.com/<owner>/<repo>[/<p1>/<p2>...]`, an OCI repository `oci://<registry>[:<port>]/<repository>`
+//! (a package published as an OCI artifact or image, see [`OciModule`]), or a single-segment
+//! local/alias name (`local-rules`). Host, owner and repo are lowercase (GitHub treats them case-insensitively, and
 //! the docs say module IDs are lowercase); the in-repo path keeps its case, because files inside a
 //! repository are case-sensitive and the ADDENDUM's `cache_key` keeps the path's case. Never
 //! resolves anything: it checks text only.
@@ -26,6 +27,18 @@ pub struct GithubModule<'a> {
     /// In-repo path without leading/trailing `/`, case kept; `""` for the repository root.
     pub path: &'a str,
 }
+
+/// The parts of an `oci://` module ID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OciModule<'a> {
+    /// The registry host, with its `:port` when it has one (`ghcr.io`, `127.0.0.1:5000`).
+    pub registry: &'a str,
+    /// The repository inside the registry (`acme/skills/pdf`).
+    pub repository: &'a str,
+}
+
+/// The scheme of OCI module IDs.
+pub const OCI_SCHEME: &str = "oci://";
 
 /// Why a module ID was refused. The message says what is wrong and what to write instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -90,6 +103,10 @@ impl ModuleId {
                 id,
                 "it is empty; write github.com/<owner>/<repo>[/<path>] or a local name",
             ));
+        }
+        if let Some(rest) = id.strip_prefix(OCI_SCHEME) {
+            check_oci(id, rest)?;
+            return Ok(Self(id.to_owned()));
         }
         if let Some(c) = id.chars().find(|c| forbidden_char(*c)) {
             return Err(err(
@@ -226,10 +243,111 @@ impl ModuleId {
         Some(GithubModule { owner, repo, path })
     }
 
+    /// The registry and repository of an `oci://` module; `None` for any other.
+    pub fn as_oci(&self) -> Option<OciModule<'_>> {
+        let rest = self.0.strip_prefix(OCI_SCHEME)?;
+        let (registry, repository) = rest.split_once('/')?;
+        Some(OciModule {
+            registry,
+            repository,
+        })
+    }
+
+    /// True for an `oci://` module.
+    pub fn is_oci(&self) -> bool {
+        self.0.starts_with(OCI_SCHEME)
+    }
+
     /// True for a single-segment local/alias name.
     pub fn is_local_name(&self) -> bool {
         !self.0.contains('/')
     }
+}
+
+/// Checks `oci://<registry>[:<port>]/<repository>`: a lowercase host name or address with an
+/// optional port, and a repository of lowercase path components as the OCI distribution spec
+/// names them (`[a-z0-9]+` separated by `.`, `_`, `__` or `-`), no tag or digest (the pin goes in
+/// the value: `{ tag = "1.2.0" }` or `{ digest = "sha256:..." }`).
+fn check_oci(id: &str, rest: &str) -> Result<(), ModuleIdError> {
+    let Some((registry, repository)) = rest.split_once('/') else {
+        return Err(err(
+            id,
+            "it names no repository; write oci://<registry>/<repository>, e.g. oci://ghcr.io/acme/skills/pdf",
+        ));
+    };
+    let (host, port) = match registry.rsplit_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (registry, None),
+    };
+    let host_ok = !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'-'))
+        && !host.starts_with(['.', '-'])
+        && !host.ends_with(['.', '-']);
+    if !host_ok {
+        return Err(err(
+            id,
+            format!("`{registry}` is not a registry host (lowercase letters, digits, `.` and `-`, then an optional :port)"),
+        ));
+    }
+    if let Some(port) = port {
+        if port.is_empty() || port.len() > 5 || !port.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(err(id, format!("`{port}` is not a port number")));
+        }
+    }
+    if repository.contains(['@', ':']) {
+        return Err(err(
+            id,
+            "a tag or digest goes in the value, not the key: \"oci://<registry>/<repository>\" = { tag = \"1.2.0\" }",
+        ));
+    }
+    if repository.is_empty() || repository.ends_with('/') {
+        return Err(err(
+            id,
+            "remove the trailing `/`; write oci://<registry>/<repository>",
+        ));
+    }
+    for component in repository.split('/') {
+        if !is_oci_repository_component(component) {
+            return Err(err(
+                id,
+                format!("`{component}` is not an OCI repository component (lowercase letters and digits, separated by `.`, `_`, `__` or `-`)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Is `component` one `/`-separated part of an OCI repository name
+/// (`[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*`, the distribution spec's grammar)?
+pub fn is_oci_repository_component(component: &str) -> bool {
+    let bytes = component.as_bytes();
+    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    if bytes.is_empty() || !alnum(bytes[0]) || !alnum(bytes[bytes.len() - 1]) {
+        return false;
+    }
+    let mut index = 0;
+    while index < bytes.len() {
+        let b = bytes[index];
+        if alnum(b) {
+            index += 1;
+            continue;
+        }
+        let start = index;
+        while index < bytes.len() && !alnum(bytes[index]) {
+            index += 1;
+        }
+        let separator = &component[start..index];
+        let ok = separator == "."
+            || separator == "_"
+            || separator == "__"
+            || separator.bytes().all(|b| b == b'-');
+        if !ok {
+            return false;
+        }
+    }
+    true
 }
 
 impl fmt::Display for ModuleId {
@@ -311,6 +429,35 @@ mod tests {
             ("..", "path"),
         ];
         for (input, needle) in cases {
+            let e = ModuleId::parse(input).unwrap_err().to_string();
+            assert!(e.contains(needle), "{input:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn oci_modules() {
+        let m = ModuleId::parse("oci://ghcr.io/acme/skills/pdf").unwrap();
+        assert_eq!(
+            m.as_oci(),
+            Some(OciModule {
+                registry: "ghcr.io",
+                repository: "acme/skills/pdf"
+            })
+        );
+        assert!(m.is_oci() && m.as_github().is_none() && !m.is_local_name());
+        let local = ModuleId::parse("oci://127.0.0.1:5000/team/a__b-c.d").unwrap();
+        assert_eq!(local.as_oci().unwrap().registry, "127.0.0.1:5000");
+        for (input, needle) in [
+            ("oci://ghcr.io", "no repository"),
+            ("oci://ghcr.io/acme/pdf:1.2", "tag or digest"),
+            ("oci://ghcr.io/acme/pdf@sha256:00", "tag or digest"),
+            ("oci://GHCR.io/acme/pdf", "registry host"),
+            ("oci://ghcr.io:x/acme/pdf", "port"),
+            ("oci://ghcr.io/Acme/pdf", "component"),
+            ("oci://ghcr.io/acme//pdf", "component"),
+            ("oci://ghcr.io/acme/pdf/", "trailing"),
+            ("oci://ghcr.io/a..b", "component"),
+        ] {
             let e = ModuleId::parse(input).unwrap_err().to_string();
             assert!(e.contains(needle), "{input:?}: {e}");
         }

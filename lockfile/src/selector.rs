@@ -68,7 +68,18 @@ impl Selector {
         };
         let module_err = |e: ModuleIdError| fail(e.to_string());
         if let Some(rest) = text.strip_prefix("package-path:") {
-            let Some((module, path)) = rest.split_once(':') else {
+            // An `oci://` module holds `:` itself (the scheme, a port): the path follows the
+            // first `:` after its repository starts.
+            let split = match rest.strip_prefix(crate::module_id::OCI_SCHEME) {
+                Some(oci) => oci.find('/').and_then(|slash| {
+                    let at = crate::module_id::OCI_SCHEME.len() + slash;
+                    rest[at..]
+                        .find(':')
+                        .map(|colon| (&rest[..at + colon], &rest[at + colon + 1..]))
+                }),
+                None => rest.split_once(':'),
+            };
+            let Some((module, path)) = split else {
                 return Err(fail(
                     "package-path needs a module and a path: package-path:<module>:<relative-path>"
                         .to_owned(),
@@ -190,6 +201,26 @@ impl std::str::FromStr for Selector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn oci_modules_in_selectors() {
+        let selector =
+            Selector::parse("package-path:oci://127.0.0.1:5000/acme/pdf:skills/x").unwrap();
+        assert_eq!(
+            selector,
+            Selector::PackagePath {
+                module: ModuleId::parse("oci://127.0.0.1:5000/acme/pdf").unwrap(),
+                path: "skills/x".into()
+            }
+        );
+        assert_eq!(
+            selector.to_string(),
+            "package-path:oci://127.0.0.1:5000/acme/pdf:skills/x"
+        );
+        let package = Selector::parse("package:oci://ghcr.io/acme/pdf").unwrap();
+        assert_eq!(package.module().unwrap().as_str(), "oci://ghcr.io/acme/pdf");
+        assert!(Selector::parse("package-path:oci://ghcr.io/acme/pdf").is_err());
+    }
 
     #[test]
     fn specificity_and_prefixes() {

@@ -10,6 +10,7 @@
 //! | `https://github.com/<owner>/<repo>/tree/<ref>[/<path>]` | a directory at a ref |
 //! | `https://github.com/<owner>/<repo>/blob/<ref>/<path>/<file>` | the directory that holds the file |
 //! | `<name>[@<ref>]` (one segment) | a local/alias name |
+//! | `oci://<registry>/<repository>[:<tag>\|@sha256:<hex>]` | an OCI package (tag `latest` when neither) |
 //! | `./x`, `../x`, `/abs`, `~`, `~/x`, `.`, `..` | a filesystem path (taken verbatim, no `@ref`) |
 //!
 //! Normalization: host, owner and repository are lowercased (GitHub treats them
@@ -44,6 +45,46 @@ pub enum PackageSpec {
     },
     /// A filesystem path, exactly as typed (`~` not expanded).
     Path(String),
+    /// An `oci://` package.
+    Oci(OciSpec),
+}
+
+/// An `oci://` package spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OciSpec {
+    /// `oci://<registry>/<repository>`.
+    pub module: ModuleId,
+    /// `Tag` for `:<tag>`, `Digest` for `@sha256:...`, `Unpinned` (the tag `latest`) for neither.
+    pub pin: crate::manifest::Pin,
+}
+
+/// Parses `oci://<registry>/<repository>[:<tag>|@sha256:<hex>]`.
+fn parse_oci(text: &str) -> Result<OciSpec, String> {
+    use crate::lock::{valid_oci_digest, valid_oci_tag};
+    use crate::manifest::Pin;
+    let (body, pin) = if let Some((body, digest)) = text.rsplit_once('@') {
+        if !valid_oci_digest(digest) {
+            return Err(format!(
+                "`{digest}` is not a manifest digest; write @sha256:<64 lowercase hex digits>"
+            ));
+        }
+        (body, Pin::Digest(digest.to_owned()))
+    } else {
+        // A tag follows the last `:` after the last `/` (a `:` before it is the registry's port).
+        let slash = text.rfind('/').unwrap_or(0);
+        match text[slash..].rfind(':') {
+            Some(colon) => {
+                let (body, tag) = (&text[..slash + colon], &text[slash + colon + 1..]);
+                if !valid_oci_tag(tag) {
+                    return Err(format!("`{tag}` is not an OCI tag"));
+                }
+                (body, Pin::Tag(tag.to_owned()))
+            }
+            None => (text, Pin::Unpinned),
+        }
+    };
+    let module = ModuleId::parse(body).map_err(|e| e.reason)?;
+    Ok(OciSpec { module, pin })
 }
 
 /// A GitHub package spec, normalized.
@@ -91,6 +132,9 @@ pub fn parse_spec(text: &str) -> Result<PackageSpec, SpecError> {
     }
     if is_filesystem_path(text) {
         return Ok(PackageSpec::Path(text.to_owned()));
+    }
+    if text.starts_with(crate::module_id::OCI_SCHEME) {
+        return parse_oci(text).map(PackageSpec::Oci).map_err(fail);
     }
     if let Some(rest) = strip_scheme(text) {
         return parse_url(rest).map(PackageSpec::Github).map_err(fail);
@@ -282,6 +326,44 @@ mod tests {
             PackageSpec::Github(g) => g,
             other => panic!("{text}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn oci_specs() {
+        use crate::manifest::Pin;
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let cases = [
+            (
+                "oci://ghcr.io/acme/skills/pdf:1.2.0",
+                "oci://ghcr.io/acme/skills/pdf",
+                Pin::Tag("1.2.0".into()),
+            ),
+            (
+                "oci://127.0.0.1:5000/acme/pdf",
+                "oci://127.0.0.1:5000/acme/pdf",
+                Pin::Unpinned,
+            ),
+            (
+                "oci://127.0.0.1:5000/acme/pdf:v1",
+                "oci://127.0.0.1:5000/acme/pdf",
+                Pin::Tag("v1".into()),
+            ),
+        ];
+        for (text, module, pin) in cases {
+            let PackageSpec::Oci(spec) = parse_spec(text).unwrap() else {
+                panic!("{text}")
+            };
+            assert_eq!(spec.module.as_str(), module);
+            assert_eq!(spec.pin, pin);
+        }
+        let PackageSpec::Oci(spec) =
+            parse_spec(&format!("oci://ghcr.io/acme/pdf@{digest}")).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(spec.pin, Pin::Digest(digest));
+        assert!(parse_spec("oci://ghcr.io/acme/pdf@sha256:00").is_err());
+        assert!(parse_spec("oci://ghcr.io/Acme/pdf").is_err());
     }
 
     #[test]

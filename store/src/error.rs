@@ -2,7 +2,8 @@
 //!
 //! Every variant names the file or store path it is about and carries the cause, so the cli can print
 //! "what happened, to what, what to do" without guessing. This module never formats user output beyond
-//! the `Display` of each variant.
+//! the `Display` of each variant. A cause is printed once: an OS error is part of its variant's message
+//! (field `cause`, not a `source`); a builder's error is the `source` and not in the message.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -16,15 +17,18 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// A filesystem call failed. A permission error says how a store is shared between users.
-    #[error("{action} {path}: {source}{}", permission_hint(.source))]
+    ///
+    /// The OS error is a leaf: it is part of this message, once, and not a separate `source` (an
+    /// `fs-err` error, which names the path itself, is reduced to its OS error first; see
+    /// [`StoreError::io`]).
+    #[error("{action} {path}: {cause}{}", permission_hint(.cause))]
     Io {
         /// What we were doing ("create", "read", "link", ...).
         action: &'static str,
         /// The file it was about.
         path: PathBuf,
-        /// The cause.
-        #[source]
-        source: io::Error,
+        /// The OS error.
+        cause: io::Error,
     },
 
     /// A tree holds a file type `sha256-tree-v1` has no record for.
@@ -94,7 +98,7 @@ pub enum StoreError {
     },
 
     /// The builder closure of `publish_built` failed.
-    #[error("building store path {name} failed: {source}")]
+    #[error("building store path {name} failed")]
     Build {
         /// The store path name being built.
         name: String,
@@ -147,14 +151,13 @@ pub enum StoreError {
         detail: String,
     },
 
-    /// A lock could not be taken.
-    #[error("cannot lock {}: {source}{}", .path.display(), lock_hint(.path, .source))]
+    /// A lock could not be taken. The OS error is part of this message (a leaf, not a `source`).
+    #[error("cannot lock {}: {cause}{}", .path.display(), lock_hint(.path, .cause))]
     Lock {
         /// The lock file.
         path: PathBuf,
-        /// The cause.
-        #[source]
-        source: io::Error,
+        /// The OS error.
+        cause: io::Error,
     },
 }
 
@@ -196,13 +199,50 @@ fn lock_hint(path: &Path, source: &io::Error) -> String {
 }
 
 impl StoreError {
-    /// An I/O error about `path`.
+    /// An I/O error about `path`. An `fs-err` error (whose text names the path and the call
+    /// already) is reduced to its OS error, so the message names the path once.
     pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         StoreError::Io {
             action,
             path: path.into(),
-            source,
+            cause: agentpack_fs::os_cause(source),
         }
+    }
+
+    /// A failed step of a `walkdir` walk below `root`, as an I/O error about the entry it
+    /// could not read (or `root` when the error names none).
+    pub(crate) fn walk(root: &Path, err: walkdir::Error) -> Self {
+        Self::walked("walk", root, err)
+    }
+
+    /// A `walkdir` error met while doing `action` below `root`, about the entry it names.
+    fn walked(action: &'static str, root: &Path, err: walkdir::Error) -> Self {
+        let at = err.path().unwrap_or(root).to_path_buf();
+        let cause = err
+            .into_io_error()
+            .unwrap_or_else(|| io::Error::other(format!("{action} failed")));
+        StoreError::io(action, at, cause)
+    }
+
+    /// The metadata of a walked `entry` (not following a link), or an I/O error about it.
+    pub(crate) fn entry_metadata(entry: &walkdir::DirEntry) -> Result<std::fs::Metadata> {
+        entry
+            .metadata()
+            .map_err(|err| Self::walked("inspect", entry.path(), err))
+    }
+
+    /// The OS error of an [`StoreError::Io`] or [`StoreError::Lock`], if this is one.
+    pub fn io_cause(&self) -> Option<&io::Error> {
+        match self {
+            StoreError::Io { cause, .. } | StoreError::Lock { cause, .. } => Some(cause),
+            _ => None,
+        }
+    }
+}
+
+impl From<agentpack_fs::FsError> for StoreError {
+    fn from(err: agentpack_fs::FsError) -> Self {
+        StoreError::io(err.action, err.path, err.source)
     }
 }
 
@@ -236,14 +276,28 @@ mod tests {
         assert!(message.contains("chmod 3775"), "{message}");
         let other = StoreError::io("publish", "/s/v1/x", io::Error::other("disk on fire"));
         assert_eq!(other.to_string(), "publish /s/v1/x: disk on fire");
+        assert!(
+            std::error::Error::source(&other).is_none(),
+            "the cause is printed once"
+        );
+    }
+
+    #[test]
+    fn an_fs_err_error_names_the_path_once() {
+        let err = fs_err::create_dir("/proc/self/status/x").unwrap_err();
+        let message = StoreError::io("create", "/proc/self/status/x", err).to_string();
+        assert_eq!(
+            message,
+            "create /proc/self/status/x: Not a directory (os error 20)"
+        );
     }
 
     #[test]
     fn a_lock_permission_error_names_group_and_mode_not_deletion() {
-        let lock = |source| {
+        let lock = |cause| {
             StoreError::Lock {
                 path: PathBuf::from("/s/v1/lock"),
-                source,
+                cause,
             }
             .to_string()
         };

@@ -7,22 +7,12 @@
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{IoContext, Result};
 
-static COUNTER: AtomicU64 = AtomicU64::new(0);
-
 /// A name no other process or thread will pick: `<prefix><pid>-<counter>-<nanos>`.
-pub(crate) fn unique_name(prefix: &str) -> String {
-    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!("{prefix}{}-{count}-{nanos:08x}", std::process::id())
-}
+pub(crate) use agentpack_fs::unique_name;
 
 /// Seconds since the Unix epoch.
 pub(crate) fn unix_now() -> u64 {
@@ -59,15 +49,7 @@ pub(crate) fn seal_dirs_below(root: &Path) -> Result<()> {
         .min_depth(1)
         .contents_first(true)
     {
-        let entry = entry.map_err(|err| {
-            let path = err.path().unwrap_or(root).to_path_buf();
-            crate::error::StoreError::io(
-                "walk",
-                path,
-                err.into_io_error()
-                    .unwrap_or_else(|| io::Error::other("walk")),
-            )
-        })?;
+        let entry = entry.map_err(|err| crate::error::StoreError::walk(root, err))?;
         if entry.file_type().is_dir() {
             set_mode(entry.path(), 0o555)?;
         }

@@ -1,33 +1,30 @@
 //! The metadata index: a `heed` (LMDB) key-value database of named tables.
 //!
-//! It is a **cache**: deleting its directory loses nothing, the filesystem is the truth. Other crates use
-//! it for their own caches (GitHub ref and tag lookups with timestamps, aliases) through the generic
-//! [`Index::get`] / [`Index::put`] / [`Index::delete`]; the store mirrors slots into [`tables::SLOTS`].
-//! LMDB must never live on a network filesystem: the store decides placement (see `Store::open`), this
-//! module only opens the directory it is given. The only `unsafe` of the crate is in [`open_env`].
+//! It is a **cache**: deleting its directory loses nothing, the filesystem is the truth. It holds the
+//! store's database (one record per store path, see `database`) and, through the generic
+//! [`Index::get`] / [`Index::put`] / [`Index::delete`], the GitHub ref and tag lookups builders cache
+//! with timestamps ([`tables::REFS`], [`tables::TAGS`]). An environment LMDB cannot read (a damaged
+//! or foreign `data.mdb`) is removed and made again, with a warning for the caller to pass on; it is
+//! never an error. LMDB must never live on a network filesystem: the store decides placement (see
+//! `Store::open`), this module only opens the directory it is given. The only `unsafe` of the crate is
+//! in `open_env_once`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use heed::types::Bytes;
-use heed::{CommitOrAbort, Database, Env, EnvOpenOptions, WithoutTls};
+use heed::{CommitOrAbort, Database, Env, EnvOpenOptions, MdbError, WithoutTls};
 
 use crate::error::{IoContext, Result, StoreError};
 
-/// Table names the workspace uses (any other name works too; at most 64 tables).
+/// Table names other crates use (any other name works too; at most 64 tables).
 pub mod tables {
-    /// GitHub `owner/repo@ref` -> commit (builders).
+    /// GitHub `owner/repo@ref` -> commit (builders' resolver reads it before asking GitHub).
     pub const REFS: &str = "refs";
-    /// GitHub `owner/repo` -> tag list (builders).
+    /// GitHub `owner/repo` -> tag list (builders' resolver reads it before asking GitHub).
     pub const TAGS: &str = "tags";
-    /// Module aliases (builders/cli).
-    pub const ALIASES: &str = "aliases";
-    /// Slot `cache_key` -> store path name (the store).
-    pub const SLOTS: &str = "slots";
-    /// Generation input hash -> store path name (builders).
-    pub const GENERATIONS: &str = "generations";
 }
 
 type Table = Database<'static, Bytes, Bytes>;
@@ -52,22 +49,47 @@ impl std::fmt::Debug for Index {
     }
 }
 
-/// Indexes opened by this process, by canonical directory (LMDB allows one env per path per process).
-fn opened() -> &'static Mutex<HashMap<PathBuf, Index>> {
-    static OPENED: OnceLock<Mutex<HashMap<PathBuf, Index>>> = OnceLock::new();
+/// Indexes open in this process, by canonical directory (LMDB allows one env per path per process).
+/// Weak: an environment closes when its last handle goes, so a later open sees what is on disk then
+/// (a deleted or replaced index directory is opened anew, not served from a stale mapping).
+fn opened() -> &'static Mutex<HashMap<PathBuf, Weak<IndexInner>>> {
+    static OPENED: OnceLock<Mutex<HashMap<PathBuf, Weak<IndexInner>>>> = OnceLock::new();
     OPENED.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// What opening an index found.
+#[derive(Debug)]
+pub(crate) struct Opened {
+    /// The index.
+    pub(crate) index: Index,
+    /// Set when the environment on disk could not be read and was made again (why).
+    pub(crate) recreated: Option<String>,
 }
 
 /// Map size: address space only, the file grows as needed.
 const MAP_SIZE: usize = 1 << 30;
 const MAX_TABLES: u32 = 64;
 
-/// Open the LMDB environment in `dir`.
+/// Open the LMDB environment in `dir`. The last handle of an environment of this process may be
+/// closing it right now (the registry holds weak references): heed then refuses for a moment.
+fn open_env(dir: &Path) -> heed::Result<Env<WithoutTls>> {
+    let mut attempts = 0;
+    loop {
+        match open_env_once(dir) {
+            Err(heed::Error::EnvAlreadyOpened) if attempts < 100 => {
+                attempts += 1;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            result => return result,
+        }
+    }
+}
+
 #[expect(
     unsafe_code,
     reason = "heed marks opening a memory-mapped LMDB environment unsafe"
 )]
-fn open_env(dir: &Path) -> heed::Result<Env<WithoutTls>> {
+fn open_env_once(dir: &Path) -> heed::Result<Env<WithoutTls>> {
     // SAFETY: heed requires that the memory-mapped file is not modified other than through LMDB while
     // open, and that the same environment is not opened twice in one process. The directory is private
     // to the store's index (nothing else writes it), it is never placed on a network filesystem (the
@@ -82,47 +104,84 @@ fn open_env(dir: &Path) -> heed::Result<Env<WithoutTls>> {
 }
 
 impl Index {
-    /// Open (creating) the index in `dir`.
+    /// Open (creating) the index in `dir`. An environment LMDB cannot read is made again (its
+    /// content is a cache).
     pub fn open(dir: &Path) -> Result<Index> {
+        Self::open_with(dir, true).map(|opened| opened.index)
+    }
+
+    /// Like [`Index::open`], saying whether the environment had to be made again.
+    pub(crate) fn open_reporting(dir: &Path) -> Result<Opened> {
         Self::open_with(dir, true)
     }
 
     /// Open (creating) an index only this user reads and writes (a user's own index in a shared
     /// store): its files are never given to the group.
-    pub(crate) fn open_private(dir: &Path) -> Result<Index> {
+    pub(crate) fn open_private(dir: &Path) -> Result<Opened> {
         Self::open_with(dir, false)
     }
 
-    fn open_with(dir: &Path, share: bool) -> Result<Index> {
+    fn open_with(dir: &Path, share: bool) -> Result<Opened> {
         fs_err::create_dir_all(dir).ctx("create", dir)?;
         let canonical = fs_err::canonicalize(dir).ctx("resolve", dir)?;
         let mut registry = opened().lock().map_err(|_| poisoned(&canonical))?;
-        if let Some(index) = registry.get(&canonical) {
-            return Ok(index.clone());
+        if let Some(inner) = registry.get(&canonical).and_then(Weak::upgrade) {
+            return Ok(Opened {
+                index: Index { inner },
+                recreated: None,
+            });
         }
         // In a group-shared store the index directory and LMDB's files (created 0600 by heed) must be
         // group read/write, or other members of the group cannot open the index.
         if share {
             crate::fsutil::share_with_group(&canonical)?;
         }
-        let env = open_env(&canonical).map_err(|source| StoreError::Index {
+        let err = |source| StoreError::Index {
             path: canonical.clone(),
             source,
-        })?;
+        };
+        let mut recreated = None;
+        let env = match open_env(&canonical) {
+            Ok(env) => env,
+            // Not an LMDB environment LMDB can read (damaged, truncated, another version): a cache,
+            // so it is made again and filled from the filesystem.
+            Err(
+                source @ heed::Error::Mdb(
+                    MdbError::Invalid
+                    | MdbError::VersionMismatch
+                    | MdbError::Corrupted
+                    | MdbError::PageNotFound
+                    | MdbError::Panic,
+                ),
+            ) => {
+                for file in ["data.mdb", "lock.mdb"] {
+                    let path = canonical.join(file);
+                    match std::fs::remove_file(&path) {
+                        Ok(()) => {}
+                        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(error) => return Err(StoreError::io("remove", &path, error)),
+                    }
+                }
+                recreated = Some(source.to_string());
+                open_env(&canonical).map_err(err)?
+            }
+            Err(source) => return Err(err(source)),
+        };
         if share {
             for file in ["data.mdb", "lock.mdb"] {
                 crate::fsutil::share_with_group(&canonical.join(file))?;
             }
         }
-        let index = Index {
-            inner: Arc::new(IndexInner {
-                env,
-                location: canonical.clone(),
-                tables: Mutex::new(HashMap::new()),
-            }),
-        };
-        registry.insert(canonical, index.clone());
-        Ok(index)
+        let inner = Arc::new(IndexInner {
+            env,
+            location: canonical.clone(),
+            tables: Mutex::new(HashMap::new()),
+        });
+        registry.insert(canonical, Arc::downgrade(&inner));
+        Ok(Opened {
+            index: Index { inner },
+            recreated,
+        })
     }
 
     /// Where the index lives.
@@ -225,6 +284,50 @@ impl Index {
         for item in db.iter(&rtxn).map_err(|e| self.err(e))? {
             let (key, value) = item.map_err(|e| self.err(e))?;
             out.push((key.to_vec(), value.to_vec()));
+        }
+        Ok(out)
+    }
+
+    /// In one transaction: remove every entry of `table` when `clear`, then remove `deletes`, then
+    /// set `puts`.
+    pub(crate) fn write_batch(
+        &self,
+        table: &str,
+        clear: bool,
+        deletes: &[Vec<u8>],
+        puts: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<()> {
+        if !clear && deletes.is_empty() && puts.is_empty() {
+            return Ok(());
+        }
+        let db = self.table(table, true)?.ok_or_else(|| {
+            self.err(heed::Error::Io(std::io::Error::other(
+                "the table could not be created",
+            )))
+        })?;
+        let mut wtxn = self.inner.env.write_txn().map_err(|e| self.err(e))?;
+        if clear {
+            db.clear(&mut wtxn).map_err(|e| self.err(e))?;
+        }
+        for key in deletes {
+            db.delete(&mut wtxn, key).map_err(|e| self.err(e))?;
+        }
+        for (key, value) in puts {
+            db.put(&mut wtxn, key, value).map_err(|e| self.err(e))?;
+        }
+        wtxn.commit().map_err(|e| self.err(e))
+    }
+
+    /// Every key of `table`, in key order.
+    pub(crate) fn keys(&self, table: &str) -> Result<Vec<Vec<u8>>> {
+        let Some(db) = self.table(table, false)? else {
+            return Ok(Vec::new());
+        };
+        let rtxn = self.inner.env.read_txn().map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for item in db.iter(&rtxn).map_err(|e| self.err(e))? {
+            let (key, _) = item.map_err(|e| self.err(e))?;
+            out.push(key.to_vec());
         }
         Ok(out)
     }

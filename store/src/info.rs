@@ -6,11 +6,16 @@
 //! metadata files included: what `du -s --block-size=1` of the store prints); *logical* bytes are file
 //! sizes (`st_size`), what the content is. It must never count a hard-linked inode twice in an
 //! allocated total, nor leave directories out of one.
+//!
+//! The store paths' part comes from the store database (`database`: each path's own allocation and
+//! its inodes shared with blobs, recorded once and checked against the filesystem by stamp); the
+//! blobs and everything else are walked. The numbers are the same with and without an index.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::database::{IndexStatus, Need, PathRecord, Records};
 use crate::error::{IoContext, Result};
 use crate::fsutil::FilesystemKind;
 use crate::link::{LinkMethod, LinkMode};
@@ -75,6 +80,21 @@ pub struct StoreInfo {
     pub copies_disk_bytes: u64,
     /// `copies_disk_bytes / disk_bytes` (1.0 when nothing is stored).
     pub dedup_ratio: f64,
+    /// Store paths by kind (`package`, `files` for generations, `built`, `recovered`, `unknown`
+    /// without metadata), from the store database.
+    pub kinds: BTreeMap<String, KindSummary>,
+    /// How the store database served this summary.
+    pub index_status: IndexStatus,
+}
+
+/// The store paths of one kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct KindSummary {
+    /// How many.
+    pub store_paths: usize,
+    /// Their allocated bytes, each path as `du -s` counts it alone (inodes shared between paths
+    /// counted in each).
+    pub disk_bytes: u64,
 }
 
 /// Summarize `store`.
@@ -109,6 +129,42 @@ pub fn info(store: &Store) -> Result<StoreInfo> {
         }
     }
 
+    // The store paths, from their records.
+    let mut database = Records::open(store, Need::Sizes);
+    let records: BTreeMap<&StorePathName, PathRecord> = names
+        .iter()
+        .filter_map(|name| database.get(name).map(|record| (name, record.clone())))
+        .collect();
+    let index_status = database.finish(Some(&names));
+    let mut kinds: BTreeMap<String, KindSummary> = BTreeMap::new();
+    for record in records.values() {
+        let kind = record.kind.map_or("unknown".to_owned(), |kind| {
+            serde_json::to_value(kind)
+                .ok()
+                .and_then(|value| value.as_str().map(str::to_owned))
+                .unwrap_or_default()
+        });
+        let summary = kinds.entry(kind).or_default();
+        summary.store_paths += 1;
+        summary.disk_bytes += record.disk_bytes();
+        allocated.store_paths += record.own_bytes;
+        unique_content += record.own_content;
+        apparent += record.apparent_bytes;
+        copies += record.copies_bytes;
+        disk += record.own_bytes;
+        for inode in &record.shared {
+            let key = (store.dev, inode.inode);
+            if seen_in_paths.insert(key) {
+                disk += inode.bytes;
+            }
+            if seen.insert(key) {
+                // No blob has this inode (any more), nor an earlier store path: this path's.
+                allocated.store_paths += inode.bytes;
+                unique_content += inode.size;
+            }
+        }
+    }
+
     let entries = fs_err::read_dir(&store.dir).ctx("list", &store.dir)?;
     for entry in entries.flatten() {
         let path = entry.path();
@@ -118,28 +174,21 @@ pub fn info(store: &Store) -> Result<StoreInfo> {
             continue;
         }
         let part = part_of(name, &names);
+        if part == Part::StorePath
+            && name
+                .parse::<StorePathName>()
+                .is_ok_and(|parsed| records.contains_key(&parsed))
+        {
+            continue;
+        }
         for (meta, _) in walk(&path) {
-            if part == Part::StorePath {
-                let bytes = meta.blocks() * 512;
-                if meta.is_file() {
-                    apparent += meta.len();
-                }
-                copies += bytes;
-                if seen_in_paths.insert((meta.dev(), meta.ino())) {
-                    disk += bytes;
-                }
-            }
             if !seen.insert((meta.dev(), meta.ino())) {
                 continue;
             }
             let bytes = meta.blocks() * 512;
             match part {
-                Part::StorePath => {
-                    allocated.store_paths += bytes;
-                    if meta.is_file() {
-                        unique_content += meta.len();
-                    }
-                }
+                // (Published while this ran: not in the listing's records.)
+                Part::StorePath => allocated.store_paths += bytes,
                 Part::Metadata => allocated.metadata += bytes,
                 Part::Index => allocated.index += bytes,
                 Part::Stamps => allocated.stamps += bytes,
@@ -173,6 +222,8 @@ pub fn info(store: &Store) -> Result<StoreInfo> {
         disk_bytes: disk,
         copies_disk_bytes: copies,
         dedup_ratio,
+        kinds,
+        index_status,
     })
 }
 

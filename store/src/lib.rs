@@ -39,6 +39,7 @@
 //!
 //! See `docs/src/store.md` for the layout, the rules and the guarantees.
 
+mod database;
 mod error;
 mod fsutil;
 mod gc;
@@ -57,12 +58,13 @@ mod store;
 mod tree_hash;
 mod verify;
 
+pub use database::{IndexStatus, PathInfo};
 pub use error::{Result, StoreError};
 pub use fsutil::{ensure_shared_dir, filesystem_kind, FilesystemKind};
 pub use gc::{gc, GcOptions, GcReport, NotRemoved, RootCounts};
 pub use host::process_start_time;
 pub use index::{tables, Index};
-pub use info::{info, AllocatedBytes, StoreInfo};
+pub use info::{info, AllocatedBytes, KindSummary, StoreInfo};
 pub use link::{LinkMethod, LinkMode, LINK_MODE_ENV};
 pub use materialize::MaterializeReport;
 pub use meta::{Entry, PathKind, StorePathMeta};

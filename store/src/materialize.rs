@@ -85,28 +85,23 @@ enum Item {
 impl Store {
     /// Materialize the store path `path` at `dest` (which must not exist, or be an empty directory).
     pub fn materialize(&self, path: &StorePath, dest: &Path) -> Result<MaterializeReport> {
+        let refuse = |kind: std::io::ErrorKind, why: &str| {
+            StoreError::io("materialize into", dest, std::io::Error::new(kind, why))
+        };
         match std::fs::symlink_metadata(dest) {
             Ok(meta) if meta.is_dir() => {
                 let mut entries = fs_err::read_dir(dest).ctx("list", dest)?;
                 if entries.next().is_some() {
-                    return Err(StoreError::io(
-                        "materialize into",
-                        dest,
-                        std::io::Error::new(
-                            std::io::ErrorKind::DirectoryNotEmpty,
-                            "the destination is not empty",
-                        ),
+                    return Err(refuse(
+                        std::io::ErrorKind::DirectoryNotEmpty,
+                        "the destination is not empty",
                     ));
                 }
             }
             Ok(_) => {
-                return Err(StoreError::io(
-                    "materialize into",
-                    dest,
-                    std::io::Error::new(
-                        std::io::ErrorKind::AlreadyExists,
-                        "the destination exists and is not a directory",
-                    ),
+                return Err(refuse(
+                    std::io::ErrorKind::AlreadyExists,
+                    "the destination exists and is not a directory",
                 ))
             }
             Err(_) => fs_err::create_dir_all(dest).ctx("create", dest)?,
@@ -114,15 +109,7 @@ impl Store {
         let root = path.path();
         let mut items = Vec::new();
         for entry in walkdir::WalkDir::new(root).follow_links(false).min_depth(1) {
-            let entry = entry.map_err(|err| {
-                let at = err.path().unwrap_or(root).to_path_buf();
-                StoreError::io(
-                    "walk",
-                    at,
-                    err.into_io_error()
-                        .unwrap_or_else(|| std::io::Error::other("walk")),
-                )
-            })?;
+            let entry = entry.map_err(|err| StoreError::walk(root, err))?;
             let relative = entry.path().strip_prefix(root).unwrap_or(entry.path());
             let dst = dest.join(relative);
             let file_type = entry.file_type();
@@ -132,14 +119,7 @@ impl Store {
                 let target = fs_err::read_link(entry.path()).ctx("read link", entry.path())?;
                 items.push(Item::Link(target, dst));
             } else {
-                let meta = entry.metadata().map_err(|err| {
-                    StoreError::io(
-                        "inspect",
-                        entry.path(),
-                        err.into_io_error()
-                            .unwrap_or_else(|| std::io::Error::other("stat")),
-                    )
-                })?;
+                let meta = StoreError::entry_metadata(&entry)?;
                 let exec = meta.permissions().mode() & 0o111 != 0;
                 items.push(Item::File {
                     src: entry.path().to_path_buf(),

@@ -15,6 +15,15 @@ use crate::tree_hash::TreeHash;
 /// Version of the metadata format.
 pub const META_VERSION: u32 = 1;
 
+/// How a metadata file is rewritten in place of the old one (repair, recorded executables): read-only
+/// 0444 like every published file, not flushed here (the store flushes in batches), through a
+/// `.meta-*` temp file beside it (an interrupted one is an orphan the GC removes).
+pub(crate) const META_WRITE: agentpack_fs::WriteOptions = agentpack_fs::WriteOptions {
+    mode: agentpack_fs::FileMode::Exact(0o444),
+    durability: agentpack_fs::Durability::None,
+    temp: agentpack_fs::TempName::Prefix(".meta-"),
+};
+
 /// What produced a store path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]

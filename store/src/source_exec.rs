@@ -10,8 +10,8 @@
 //! Recording rewrites the metadata file atomically (temp file, rename) and only when the set
 //! changes; it never touches the tree.
 
-use crate::error::{IoContext, Result};
-use crate::fsutil::{self, set_mode, unique_name};
+use crate::error::Result;
+use crate::fsutil;
 use crate::lock::LockKind;
 use crate::meta::{Entry, StorePathMeta};
 use crate::names::StorePath;
@@ -36,7 +36,7 @@ impl Store {
         executables: &[String],
     ) -> Result<()> {
         match self.write_source_executables(path, executables) {
-            Err(crate::error::StoreError::Io { source, .. })
+            Err(crate::error::StoreError::Io { cause: source, .. })
                 if matches!(
                     source.raw_os_error(),
                     Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ENOENT)
@@ -71,10 +71,7 @@ impl Store {
             return Ok(());
         }
         meta.source_executables = wanted;
-        let temp = self.tmp_dir().join(unique_name("meta-"));
-        fs_err::write(&temp, meta.to_bytes()).ctx("write", &temp)?;
-        set_mode(&temp, 0o444)?;
-        fs_err::rename(&temp, &meta_path).ctx("publish", &meta_path)?;
+        agentpack_fs::write_file(&meta_path, &meta.to_bytes(), &crate::meta::META_WRITE)?;
         if self.flush {
             fsutil::fsync_dir(&self.dir.join(crate::store::META))?;
         }

@@ -170,16 +170,7 @@ pub(crate) fn collect_records(root: &Path) -> Result<Vec<Record>> {
     }
     let mut records = Vec::new();
     for entry in walkdir::WalkDir::new(root).follow_links(false).min_depth(1) {
-        let entry = entry.map_err(|err| {
-            let path = err
-                .path()
-                .map(Path::to_path_buf)
-                .unwrap_or_else(|| root.to_path_buf());
-            let source = err
-                .into_io_error()
-                .unwrap_or_else(|| std::io::Error::other("walk failed"));
-            StoreError::io("walk", path, source)
-        })?;
+        let entry = entry.map_err(|err| StoreError::walk(root, err))?;
         let file_type = entry.file_type();
         if file_type.is_dir() {
             continue;
@@ -189,12 +180,7 @@ pub(crate) fn collect_records(root: &Path) -> Result<Vec<Record>> {
         let (kind, size) = if file_type.is_symlink() {
             (RecordKind::Link, 0)
         } else if file_type.is_file() {
-            let meta = entry.metadata().map_err(|err| {
-                let source = err
-                    .into_io_error()
-                    .unwrap_or_else(|| std::io::Error::other("stat failed"));
-                StoreError::io("inspect", &absolute, source)
-            })?;
+            let meta = StoreError::entry_metadata(&entry)?;
             let kind = if meta.permissions().mode() & 0o111 != 0 {
                 RecordKind::Exec
             } else {

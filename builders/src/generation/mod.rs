@@ -14,24 +14,28 @@
 //! builds the same store path name when nothing staged depends on where it runs ([`Machine`]).
 //!
 //! The generation's final path is known before it is built, so rendered content (hooks, plugin-root
-//! rewrites) may name it. Building is `harness::render_generation` then `Store::publish_files`: unchanged
+//! rewrites) may name it. Building ([`build`]'s functions, re-exported here) is
+//! `harness::render_generation` then `Store::publish_files`: unchanged
 //! package files are linked from their blobs, so identical bytes across agents, modes and projects are
 //! stored once.
 //!
 //! This module never switches a project's pointer (see [`pointer`]) and never prints.
 
+mod build;
 pub mod pointer;
 pub mod staged;
+
+pub use build::{
+    build_generation, build_generation_for, merged_mcp_servers, publish_rendered, render_for,
+    render_secrets, resolve_source_executables, reuse_published, RenderedGeneration,
+};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use agentpack_harness::{
-    render_generation, Agent, McpLaunch, McpServer, ModeFilter, OverlayInput, PackageInput,
-    PlanEntry, RenderOptions, StageInputs,
-};
+use agentpack_harness::{Agent, McpLaunch, McpServer, ModeFilter};
 use agentpack_lockfile::LockedPackage;
-use agentpack_store::{PlannedFile, Source, Store, StoreError, StorePath, StorePathName};
+use agentpack_store::{PlannedFile, Source, StoreError, StorePath, StorePathName};
 use indexmap::IndexMap;
 
 /// Bumped whenever rendering changes in a way the crate versions do not capture.
@@ -120,9 +124,9 @@ pub struct GenerationBuild {
 pub enum GenerationError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("cannot render the staged trees: {0}")]
+    #[error("cannot render the staged trees")]
     Render(#[from] agentpack_harness::HarnessError),
-    #[error("cannot encode the generation report: {0}")]
+    #[error("cannot encode the generation report")]
     Report(#[from] serde_json::Error),
 }
 
@@ -165,7 +169,7 @@ impl GenerationInputs {
             lines.push(serde_json::json!([
                 "mcp",
                 name,
-                agentpack_harness::mcp::staged_form(server, &self.plugin_data_root)
+                agentpack_harness::render::mcp::staged_form(server, &self.plugin_data_root)
             ]));
         }
         // A launch names its exec spec by its path in this store: by name here, like packages, so
@@ -187,7 +191,7 @@ impl GenerationInputs {
                 name,
                 by_name(&launch.command),
                 // A credential argument is given at launch, never part of a store path's name.
-                agentpack_harness::mcp::staged_args(&args)
+                agentpack_harness::render::mcp::staged_args(&args)
             ]));
         }
         let mut bytes = Vec::new();
@@ -319,240 +323,6 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
         && haystack
             .windows(needle.len())
             .any(|window| window == needle)
-}
-
-/// The published generation of `inputs` for `agents` (`None`: every agent), whatever machine
-/// inputs it mentions.
-fn published(
-    store: &Store,
-    inputs: &GenerationInputs,
-    agents: Option<&[Agent]>,
-) -> Option<StorePath> {
-    Machine::all().find_map(|machine| store.get(&inputs.store_path_name_with(machine, agents)))
-}
-
-/// `inputs` with each package's source executables read from the store.
-fn with_source_executables(store: &Store, inputs: &GenerationInputs) -> GenerationInputs {
-    let mut inputs = inputs.clone();
-    for package in &mut inputs.packages {
-        if package.executables.is_empty() {
-            package.executables = store.source_executables(&package.store_path);
-        }
-    }
-    inputs
-}
-
-/// Builds the generation for `inputs` (every agent), or finds it already published.
-pub fn build_generation(
-    store: &Store,
-    inputs: &GenerationInputs,
-) -> Result<GenerationBuild, GenerationError> {
-    build_generation_for(store, inputs, &Agent::ALL)
-}
-
-/// Builds the generation of `inputs` for `agents` only (a launcher's: "launches convert artifacts
-/// and hooks only for the selected harness"), or finds one already published: the generation of
-/// every agent when it exists (it holds theirs), else the one of exactly these agents. The warnings,
-/// notes and collisions returned are those of the package trees and of `agents` only.
-pub fn build_generation_for(
-    store: &Store,
-    inputs: &GenerationInputs,
-    agents: &[Agent],
-) -> Result<GenerationBuild, GenerationError> {
-    let inputs = &with_source_executables(store, inputs);
-    let mut agents: Vec<Agent> = agents.to_vec();
-    agents.sort();
-    agents.dedup();
-    let every_agent = agents.len() == Agent::ALL.len();
-    let reusable = published(store, inputs, None).or_else(|| {
-        (!every_agent)
-            .then(|| published(store, inputs, Some(&agents)))
-            .flatten()
-    });
-    if let Some(path) = reusable {
-        let report = staged::read_report(&path).for_agents(&agents);
-        return Ok(GenerationBuild {
-            path,
-            reused: true,
-            warnings: report.warnings,
-            info: report.info,
-            collisions: report.collisions,
-            secrets: BTreeMap::new(),
-        });
-    }
-    let only = (!every_agent).then_some(agents.as_slice());
-    // Rendered under the portable name first; when the staged files mention a machine input, the
-    // name includes it and the generation, which may name itself, is rendered again under it.
-    let mut name = inputs.store_path_name_with(Machine::NONE, only);
-    let mut plan = render_generation(&stage_inputs(store, inputs, &name), &agents)?;
-    let machine = inputs.machine_mentioned(&plan_files(&plan));
-    if machine != Machine::NONE {
-        name = inputs.store_path_name_with(machine, only);
-        plan = render_generation(&stage_inputs(store, inputs, &name), &agents)?;
-    }
-
-    let mut warnings = plan.warnings.clone();
-    let mut info = plan.info.clone();
-    let mut secrets = BTreeMap::new();
-    let mut collisions = Vec::new();
-    let mut files = plan_files(&plan);
-    let mut by_agent = BTreeMap::new();
-    for (agent, agent_plan) in &plan.agents {
-        warnings.extend(agent_plan.warnings.iter().cloned());
-        info.extend(agent_plan.info.iter().cloned());
-        collisions.extend(agent_plan.collisions.iter().cloned());
-        by_agent.insert(
-            agent.as_str().to_owned(),
-            staged::AgentReport {
-                warnings: agent_plan.warnings.clone(),
-                info: agent_plan.info.clone(),
-            },
-        );
-        if !agent_plan.secrets.is_empty() {
-            secrets.insert(*agent, agent_plan.secrets.clone());
-        }
-    }
-    dedup_keep_order(&mut warnings);
-    dedup_keep_order(&mut info);
-    let report = staged::GenerationReport {
-        mode: inputs.mode_name.clone(),
-        warnings: warnings.clone(),
-        info: info.clone(),
-        collisions: collisions.clone(),
-        shared: Some(staged::AgentReport {
-            warnings: plan.warnings.clone(),
-            info: plan.info.clone(),
-        }),
-        agents: by_agent,
-    };
-    files.insert(
-        REPORT_FILE.to_owned(),
-        PlannedFile::new(
-            REPORT_FILE,
-            Source::Bytes(serde_json::to_vec_pretty(&report)?),
-            false,
-        ),
-    );
-
-    let references: Vec<StorePath> = inputs
-        .packages
-        .iter()
-        .map(|p| p.store_path.clone())
-        .chain(inputs.extra_references.iter().cloned())
-        .collect();
-    let plan: Vec<PlannedFile> = files.into_values().collect();
-    let path = store.publish_files(&name, &plan, &references)?;
-    Ok(GenerationBuild {
-        path,
-        reused: false,
-        warnings,
-        info,
-        collisions,
-        secrets,
-    })
-}
-
-/// Every file a rendered plan stages, by its path in the generation.
-fn plan_files(plan: &agentpack_harness::GenerationPlan) -> BTreeMap<String, PlannedFile> {
-    let mut files = BTreeMap::new();
-    for (path, entry) in &plan.shared.entries {
-        files.insert(path.clone(), planned(path, entry));
-    }
-    for agent_plan in plan.agents.values() {
-        for (path, entry) in &agent_plan.entries {
-            files.insert(path.clone(), planned(path, entry));
-        }
-    }
-    files
-}
-
-/// The renderer's inputs for the generation called `name`.
-fn stage_inputs(store: &Store, inputs: &GenerationInputs, name: &StorePathName) -> StageInputs {
-    let generation_root = store.store_dir().join(name.as_str());
-    StageInputs {
-        packages: inputs
-            .packages
-            .iter()
-            .map(|package| PackageInput {
-                module: package.module.clone(),
-                cache_key: package.cache_key.clone(),
-                owner: package.owner.clone(),
-                repo: package.repo.clone(),
-                path: package.path.clone(),
-                commit: package.commit.clone(),
-                kind: package.kind.clone(),
-                root: package.store_path.path().to_path_buf(),
-                filter: inputs.mode.package_filter(&package.module),
-                executables: package.executables.iter().cloned().collect(),
-            })
-            .collect(),
-        overlay: inputs.overlay.as_ref().map(|(root, _)| OverlayInput {
-            root: root.clone(),
-            filter: inputs.mode.overlay_filter(),
-        }),
-        mcp_servers: inputs.mcp_servers.clone(),
-        mcp_launch: inputs.mcp_launch.clone(),
-        mode: inputs.mode.clone(),
-        options: RenderOptions {
-            keep_attribution: inputs.keep_attribution,
-            dot_agents_enabled: inputs.overlay.is_some(),
-            yolo: inputs.yolo,
-            agentpack_exe: inputs.agentpack_exe.clone(),
-            generation_root,
-            plugin_data_root: inputs.plugin_data_root.clone(),
-        },
-    }
-}
-
-/// The MCP servers of `inputs` (plugins, manifest, `./.agents/mcp.json`, filtered by the mode) as
-/// their sources define them, before any lock pin is applied; plus warnings about unreadable ones.
-pub fn merged_mcp_servers(
-    store: &Store,
-    inputs: &GenerationInputs,
-) -> Result<(Vec<agentpack_harness::MergedServer>, Vec<String>), GenerationError> {
-    let inputs = &with_source_executables(store, inputs);
-    let stage = stage_inputs(store, inputs, &inputs.store_path_name());
-    Ok(agentpack_harness::collect_mcp_servers(&stage)?)
-}
-
-/// The secret-bearing values `agent` needs from the generation of `inputs`, which never enter the
-/// store. Renders that agent only; launchers call it when the generation was reused.
-pub fn render_secrets(
-    store: &Store,
-    inputs: &GenerationInputs,
-    agent: Agent,
-) -> Result<agentpack_harness::SecretLayer, GenerationError> {
-    let inputs = &with_source_executables(store, inputs);
-    // Staged under the name of the published generation, which the secrets may name.
-    let name = published(store, inputs, None)
-        .or_else(|| published(store, inputs, Some(&[agent])))
-        .map_or_else(|| inputs.store_path_name(), |path| path.name().clone());
-    let stage = stage_inputs(store, inputs, &name);
-    let plan = render_generation(&stage, &[agent])?;
-    Ok(plan
-        .agents
-        .get(&agent)
-        .map(|plan| plan.secrets.clone())
-        .unwrap_or_default())
-}
-
-fn planned(path: &str, entry: &PlanEntry) -> PlannedFile {
-    match entry {
-        PlanEntry::FromFile { source, executable } => {
-            PlannedFile::new(path, Source::ExistingFile(source.clone()), *executable)
-        }
-        PlanEntry::Bytes(bytes) => PlannedFile::new(path, Source::Bytes(bytes.clone()), false),
-        PlanEntry::Symlink(target) => PlannedFile::new(
-            path,
-            Source::Symlink(target.to_string_lossy().into_owned()),
-            false,
-        ),
-    }
-}
-
-fn dedup_keep_order(lines: &mut Vec<String>) {
-    let mut seen = std::collections::HashSet::new();
-    lines.retain(|line| seen.insert(line.clone()));
 }
 
 #[cfg(test)]

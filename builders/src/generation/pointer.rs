@@ -12,11 +12,10 @@ use std::path::{Path, PathBuf};
 pub enum PointerError {
     #[error("{path} is a real directory, not a pointer agentpack made; move it away and run `agentpack sync` again")]
     NotAPointer { path: PathBuf },
-    #[error("cannot switch the staging pointer {path}: {source}")]
+    #[error("cannot switch the staging pointer {path}: {cause}")]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -48,7 +47,7 @@ impl ModePointer {
     pub fn switch_to(&self, generation: &Path) -> Result<(), PointerError> {
         let io = |source| PointerError::Io {
             path: self.path.clone(),
-            source,
+            cause: source,
         };
         if let Ok(meta) = std::fs::symlink_metadata(&self.path) {
             if !meta.file_type().is_symlink() {
@@ -62,22 +61,13 @@ impl ModePointer {
         }
         let parent = self.path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(parent).map_err(io)?;
-        let file_name = self
-            .path
-            .file_name()
-            .map(|name| name.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let temp = parent.join(format!(".{file_name}.{}.tmp", std::process::id()));
-        let _ = std::fs::remove_file(&temp);
-        std::os::unix::fs::symlink(generation, &temp).map_err(io)?;
-        if let Err(err) = std::fs::rename(&temp, &self.path) {
-            let _ = std::fs::remove_file(&temp);
-            return Err(io(err));
-        }
-        if let Ok(dir) = std::fs::File::open(parent) {
-            let _ = dir.sync_all();
-        }
-        Ok(())
+        agentpack_fs::write_symlink(
+            generation,
+            &self.path,
+            agentpack_fs::TempName::Hidden,
+            agentpack_fs::Durability::FileAndDir,
+        )
+        .map_err(|err| io(err.source))
     }
 
     /// Removes the pointer (not the generation).
@@ -85,7 +75,7 @@ impl ModePointer {
         match std::fs::remove_file(&self.path) {
             Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(PointerError::Io {
                 path: self.path.clone(),
-                source: err,
+                cause: err,
             }),
             _ => Ok(()),
         }

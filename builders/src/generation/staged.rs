@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use agentpack_store::{Entry, Store, StoreError, StorePath};
 
 /// What rendering reported, kept inside the generation.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
 pub struct GenerationReport {
     pub mode: String,
     pub warnings: Vec<String>,

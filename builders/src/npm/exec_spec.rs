@@ -87,13 +87,12 @@ pub struct ExecSpec {
 #[derive(Debug, thiserror::Error)]
 pub enum ExecSpecError {
     /// The file could not be read.
-    #[error("cannot read the mcp-exec spec {}: {source}\n  fix  run `agentpack sync` to stage it again", path.display())]
+    #[error("cannot read the mcp-exec spec {}: {cause}\n  fix  run `agentpack sync` to stage it again", path.display())]
     Io {
         /// The spec path.
         path: PathBuf,
         /// The cause.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The file is not a spec, or its tree does not match its digest.
     #[error("the mcp-exec spec {} is not usable: {message}\n  fix  run `agentpack sync` to stage it again", path.display())]
@@ -166,7 +165,7 @@ impl ExecSpec {
     pub fn load(path: &Path) -> Result<Self, ExecSpecError> {
         let bytes = fs_err::read(path).map_err(|source| ExecSpecError::Io {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         })?;
         let spec: ExecSpec =
             serde_json::from_slice(&bytes).map_err(|e| ExecSpecError::Invalid {

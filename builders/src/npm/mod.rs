@@ -14,6 +14,7 @@
 //! | lock the tree | [`tree::lock_tree`], [`tree::tree_digest`] |
 //! | the mcp-exec spec | [`exec_spec::ExecSpec`] |
 //! | start: ready the tree | [`tree_store::ensure_tree`], [`tree_store::bin_script`] |
+//! | ... tarballs from substituters first | [`prepare_exec_substituted`], [`crate::substitute_npm`] |
 
 // Errors carry the paths, packages and digests a message needs; they are returned once per
 // command on a cold path, so their size does not matter.
@@ -53,7 +54,7 @@ pub enum McpExecError {
     #[error(transparent)]
     Tree(#[from] TreeStoreError),
     /// The HTTP client could not be built.
-    #[error("cannot set up an HTTP client: {0}")]
+    #[error("cannot set up an HTTP client")]
     Client(#[from] reqwest::Error),
     /// The executable is missing from the unpacked package.
     #[error("{package}@{version} has no executable `{bin}` ({})\n  fix  run `agentpack lock --update` to record the package again", script.display())]
@@ -80,9 +81,25 @@ pub fn prepare_exec_with_limits(
     spec_path: &std::path::Path,
     limits: &crate::limits::Limits,
 ) -> Result<ExecPlan, McpExecError> {
+    prepare_exec_substituted(
+        store,
+        spec_path,
+        limits,
+        &crate::substitute::Substituters::none(),
+    )
+}
+
+/// [`prepare_exec_with_limits`] asking `substituters` for the tree's tarballs first (see
+/// [`crate::substitute_npm`]); their warnings are in `ready.warnings`.
+pub fn prepare_exec_substituted(
+    store: &Store,
+    spec_path: &std::path::Path,
+    limits: &crate::limits::Limits,
+    substituters: &crate::substitute::Substituters,
+) -> Result<ExecPlan, McpExecError> {
     let spec = ExecSpec::load(spec_path)?;
     let client = RegistryClient::with_limits(*limits)?;
-    let ready = tree_store::ensure_tree(store, &spec, &client)?;
+    let ready = tree_store::ensure_tree_substituted(store, &spec, &client, substituters)?;
     let script = tree_store::bin_script(&ready.tree, &spec);
     if !script.is_file() {
         return Err(McpExecError::NoBin {

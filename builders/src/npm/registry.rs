@@ -47,15 +47,14 @@ pub struct ResolvedPackage {
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
     /// Nothing answered (connection refused, DNS, timeout).
-    #[error("the npm registry {registry} cannot be reached for `{package}`: {source}")]
+    #[error("the npm registry {registry} cannot be reached for `{package}`: {cause}")]
     Unreachable {
         /// The registry URL.
         registry: String,
         /// The package asked for.
         package: String,
         /// The cause.
-        #[source]
-        source: reqwest::Error,
+        cause: reqwest::Error,
     },
     /// The registry answered with an error status.
     #[error("the npm registry {registry} answered {status} for `{package}`")]
@@ -149,7 +148,7 @@ impl RegistryClient {
             .map_err(|source| RegistryError::Unreachable {
                 registry: registry.to_owned(),
                 package: name.to_owned(),
-                source,
+                cause: source,
             })?;
         let status = response.status();
         if !status.is_success() {

@@ -130,7 +130,7 @@ pub fn classify(command: Option<&str>, args: &[String], url: Option<&str>) -> La
 /// The first argument after `skip` that is not a flag, nor a credential a flag names (`uvx
 /// --api-key KEY pkg` requests `pkg`, and `KEY` must never reach `pack.lock`).
 fn first_positional(args: &[String], skip: usize) -> Option<String> {
-    let credentials = agentpack_harness::credentials::credential_args(args);
+    let credentials = agentpack_harness::render::credentials::credential_args(args);
     args.iter()
         .enumerate()
         .skip(skip)

@@ -21,13 +21,12 @@ pub const TREE_DIGEST_PREFIX: &str = "sha256-npm-tree-v1:";
 #[derive(Debug, thiserror::Error)]
 pub enum TreeError {
     /// npm could not be started.
-    #[error("cannot run npm ({}): {source}", npm.display())]
+    #[error("cannot run npm ({}): {cause}", npm.display())]
     Spawn {
         /// The npm program.
         npm: PathBuf,
         /// The cause.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// npm ran and failed.
     #[error("npm could not resolve the tree of {package}@{version}: {stderr}")]
@@ -40,15 +39,14 @@ pub enum TreeError {
         stderr: String,
     },
     /// The temporary directory or the lock file could not be used.
-    #[error("cannot {action} {}: {source}", path.display())]
+    #[error("cannot {action} {}: {cause}", path.display())]
     Io {
         /// What was being done.
         action: &'static str,
         /// The path.
         path: PathBuf,
         /// The cause.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The package-lock.json npm wrote cannot be used.
     #[error("npm's package-lock.json for {package}@{version} cannot be used: {message}")]
@@ -75,7 +73,7 @@ pub fn lock_tree(
         .map_err(|source| TreeError::Io {
             action: "create a temporary directory in",
             path: std::env::temp_dir(),
-            source,
+            cause: source,
         })?;
     let manifest = serde_json::json!({
         "name": "agentpack-mcp-tree",
@@ -87,7 +85,7 @@ pub fn lock_tree(
     fs_err::write(&manifest_path, manifest.to_string()).map_err(|source| TreeError::Io {
         action: "write",
         path: manifest_path.clone(),
-        source,
+        cause: source,
     })?;
     let output = Command::new(npm)
         .current_dir(dir.path())
@@ -108,7 +106,7 @@ pub fn lock_tree(
         .output()
         .map_err(|source| TreeError::Spawn {
             npm: npm.to_path_buf(),
-            source,
+            cause: source,
         })?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -123,7 +121,7 @@ pub fn lock_tree(
     let text = fs_err::read_to_string(&lock_path).map_err(|source| TreeError::Io {
         action: "read",
         path: lock_path.clone(),
-        source,
+        cause: source,
     })?;
     let value: Value = serde_json::from_str(&text).map_err(|e| TreeError::Unusable {
         package: package.to_owned(),

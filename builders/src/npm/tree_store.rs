@@ -12,6 +12,9 @@
 //! `mcp-exec` for its own pid, which stays the server's after `exec`) keeps it too. An
 //! unreferenced tree is collected and downloaded again, verified, by the next start.
 //!
+//! [`ensure_tree_substituted`] takes the tarballs substituters serve first
+//! ([`crate::substitute_npm`], each checked against the same integrity) and downloads the rest.
+//!
 //! It must never write a byte of a tarball whose integrity differs from the lock (every tarball is
 //! checked before anything is unpacked), never unpack outside the package's directory (no `..`,
 //! no absolute paths, no symlinks or hard links), and never run a package script.
@@ -38,7 +41,7 @@ pub const NPM_TREES_DIR: &str = "npm-trees";
 #[derive(Debug, thiserror::Error)]
 pub enum TreeStoreError {
     /// A tarball could not be downloaded.
-    #[error("{path} ({package}@{version}): {source}\n  fix  check that the registry is reachable and try again")]
+    #[error("{path} ({package}@{version}): {cause}\n  fix  check that the registry is reachable and try again")]
     Download {
         /// Tree path.
         path: String,
@@ -47,11 +50,10 @@ pub enum TreeStoreError {
         /// Version.
         version: String,
         /// The cause.
-        #[source]
-        source: RegistryError,
+        cause: RegistryError,
     },
     /// A tarball's bytes differ from the lock: nothing was written and nothing runs.
-    #[error("the tarball of {package}@{version} ({url}) does not match the integrity in pack.lock: {source}; nothing was unpacked and the server was not started\n  fix  if the registry really changed this version, run `agentpack lock --update` and review the change")]
+    #[error("the tarball of {package}@{version} ({url}) does not match the integrity in pack.lock: {cause}; nothing was unpacked and the server was not started\n  fix  if the registry really changed this version, run `agentpack lock --update` and review the change")]
     Integrity {
         /// Package name.
         package: String,
@@ -60,8 +62,7 @@ pub enum TreeStoreError {
         /// Where it came from.
         url: String,
         /// Expected and actual.
-        #[source]
-        source: IntegrityMismatch,
+        cause: IntegrityMismatch,
     },
     /// A tarball is not a readable gzip tar, or names a path outside its package.
     #[error("the tarball of {package}@{version} cannot be unpacked: {message}")]
@@ -74,13 +75,12 @@ pub enum TreeStoreError {
         message: String,
     },
     /// A file of the unpacked tree could not be written.
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}: {cause}", path.display())]
     Io {
         /// The path.
         path: PathBuf,
         /// The cause.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The store refused.
     #[error(transparent)]
@@ -156,6 +156,10 @@ pub struct ReadyTree {
     pub tree: StorePath,
     /// Whether this call downloaded and unpacked it.
     pub downloaded: bool,
+    /// The substituter that served tarballs of it, when one did ([`crate::substitute_npm`]).
+    pub substituted_by: Option<String>,
+    /// Warnings of the substituters (tarballs refused or missing, a cache unavailable).
+    pub warnings: Vec<String>,
 }
 
 /// Makes the tree of `spec` ready: reuses the published tree after the cheap check, else
@@ -166,6 +170,23 @@ pub fn ensure_tree(
     spec: &ExecSpec,
     client: &RegistryClient,
 ) -> Result<ReadyTree, TreeStoreError> {
+    ensure_tree_substituted(
+        store,
+        spec,
+        client,
+        &crate::substitute::Substituters::none(),
+    )
+}
+
+/// [`ensure_tree`] asking `substituters` for the tree's tarballs before the registry: each one
+/// they serve is checked against its integrity like a download ([`crate::substitute_npm`]); the
+/// rest is downloaded.
+pub fn ensure_tree_substituted(
+    store: &Store,
+    spec: &ExecSpec,
+    client: &RegistryClient,
+    substituters: &crate::substitute::Substituters,
+) -> Result<ReadyTree, TreeStoreError> {
     let pointer = tree_pointer(store, &spec.tree_digest);
     let existing = store.store_path_of(&pointer);
     if let Some(tree) = &existing {
@@ -175,6 +196,8 @@ pub fn ensure_tree(
             return Ok(ReadyTree {
                 tree: tree.clone(),
                 downloaded: false,
+                substituted_by: None,
+                warnings: Vec::new(),
             });
         }
     }
@@ -184,10 +207,21 @@ pub fn ensure_tree(
         .iter()
         .filter(|e| !e.optional || applies_on(&e.to_tree_entry(), os, cpu))
         .collect();
-    // Download and check everything before writing anything.
+    let substituted = crate::substitute_npm::tarballs_from_substituters(
+        substituters,
+        store,
+        spec,
+        &wanted,
+        client.limits(),
+    );
+    // Download and check everything before writing anything (tarballs a substituter served were
+    // checked against the same integrities).
     let tarballs: Vec<(&ExecTreeEntry, Vec<u8>)> = wanted
         .par_iter()
         .map(|entry| {
+            if let Some(bytes) = substituted.tarballs.get(&entry.integrity) {
+                return Ok((*entry, bytes.clone()));
+            }
             let package = package_name_at(&entry.path).to_owned();
             let url = tarball_url(&spec.registry, &package, &entry.version);
             let bytes = client
@@ -196,14 +230,14 @@ pub fn ensure_tree(
                     path: entry.path.clone(),
                     package: package.clone(),
                     version: entry.version.clone(),
-                    source,
+                    cause: source,
                 })?;
             integrity::check(&entry.integrity, &bytes).map_err(|source| {
                 TreeStoreError::Integrity {
                     package,
                     version: entry.version.clone(),
                     url,
-                    source,
+                    cause: source,
                 }
             })?;
             Ok((*entry, bytes))
@@ -234,28 +268,28 @@ pub fn ensure_tree(
     Ok(ReadyTree {
         tree,
         downloaded: true,
+        substituted_by: substituted.served_by,
+        warnings: substituted.warnings,
     })
 }
 
 fn point_at(pointer: &Path, target: &Path) -> Result<(), TreeStoreError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
-        move |source| TreeStoreError::Io { path, source }
+        move |source| TreeStoreError::Io {
+            path,
+            cause: source,
+        }
     };
     let dir = pointer.parent().unwrap_or(Path::new("."));
     fs_err::create_dir_all(dir).map_err(io(dir))?;
-    let temp = dir.join(format!(
-        ".{}.{}",
-        pointer
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("tree"),
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&temp);
-    std::os::unix::fs::symlink(target, &temp).map_err(io(&temp))?;
-    std::fs::rename(&temp, pointer).map_err(io(pointer))?;
-    Ok(())
+    agentpack_fs::write_symlink(
+        target,
+        pointer,
+        agentpack_fs::TempName::Hidden,
+        agentpack_fs::Durability::None,
+    )
+    .map_err(|err| io(pointer)(err.source))
 }
 
 /// Unpacks an npm tarball into `dest`, dropping the first path component (`package/`). Only

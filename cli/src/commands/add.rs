@@ -1,6 +1,7 @@
 //! `agentpack add <spec>` and `agentpack remove <spec>`: edit `[dependencies]`, re-resolve, sync.
 //!
-//! Both are transactions over the two files ([`apply_manifest_edit`]): resolution runs on the edited manifest in memory, then the
+//! Both are transactions over the two files ([`apply_manifest_edit`], one session: each file is
+//! read once and the edit resolved once): resolution runs on the edited manifest in memory, then the
 //! manifest and the lock are written, then (unless `--no-sync`) the project is synced. If any step
 //! fails, `agentpack.toml` and `pack.lock` are put back exactly as they were. Edits keep the user's
 //! comments, order and spacing (`ManifestDocument`).
@@ -10,17 +11,18 @@ use std::process::ExitCode;
 
 use agentpack_builders::github::RepoId;
 use agentpack_builders::plugin_add::resolve_plugin;
+use agentpack_builders::project::ProjectSession;
 use agentpack_lockfile::{
-    parse_spec, CommitSha, Dependency, GithubSpec, ManifestDocument, ModuleId, PackageSpec, Pin,
+    parse_spec, CommitSha, Dependency, GithubSpec, ModuleId, PackageSpec, Pin,
 };
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
 
-use crate::commands::lock::{apply_manifest_edit, module_of};
 use crate::context::Context;
 use crate::output;
+use crate::pipeline;
+use crate::pipeline::edit::{apply_manifest_edit, module_of};
 use crate::project::Project;
-use crate::session;
 
 #[derive(Debug, Args)]
 pub struct AddArgs {
@@ -46,9 +48,9 @@ pub struct RemoveArgs {
 
 pub fn run_add(ctx: &Context, args: &AddArgs) -> Result<ExitCode> {
     let project = Project::discover(ctx)?;
-    let text = fs_err::read_to_string(&project.manifest_path)?;
-    let mut document = ManifestDocument::parse(&text, &project.manifest_path)?;
-    let (module, dependency) = dependency_for(ctx, &project, args)?;
+    let mut session = pipeline::open(&project)?;
+    let mut document = session.manifest_document()?;
+    let (module, dependency) = dependency_for(ctx, &project, &session, args)?;
     let existing = document.to_manifest()?.dependencies.get(&module).cloned();
     if let Some(existing) = &existing {
         check_replaceable(&project, args, &module, existing, &dependency)?;
@@ -57,6 +59,7 @@ pub fn run_add(ctx: &Context, args: &AddArgs) -> Result<ExitCode> {
     apply_manifest_edit(
         ctx,
         &project,
+        &mut session,
         &document,
         args.no_sync,
         &format!("add {}", args.spec),
@@ -124,6 +127,7 @@ fn same_directory(root: &Path, a: &str, b: &str) -> bool {
 fn dependency_for(
     ctx: &Context,
     project: &Project,
+    session: &ProjectSession,
     args: &AddArgs,
 ) -> Result<(ModuleId, Dependency)> {
     let spec = parse_spec(&args.spec)?;
@@ -134,8 +138,7 @@ fn dependency_for(
                 args.spec
             );
         };
-        let store = session::open_store(&project.home)?;
-        let github = session::github(&store)?;
+        let github = session.github()?;
         let addition = resolve_plugin(
             &github.fetcher,
             &RepoId::new(&marketplace.owner, &marketplace.repo),
@@ -155,13 +158,14 @@ fn dependency_for(
     Ok(match spec {
         PackageSpec::Github(github) => {
             let pin = Pin::from_reference(github.reference.as_deref())?;
-            let pin = full_commit_pin(project, &github, pin)?;
+            let pin = full_commit_pin(session, &github, pin)?;
             (github.module, Dependency::Remote(pin))
         }
         PackageSpec::Name { name, reference } => (
             name,
             Dependency::Remote(Pin::from_reference(reference.as_deref())?),
         ),
+        PackageSpec::Oci(oci) => (oci.module, Dependency::Remote(oci.pin)),
         PackageSpec::Path(path) => {
             let dir = ctx.cwd.join(&path);
             let dir = fs_err::canonicalize(&dir)
@@ -190,7 +194,7 @@ fn dependency_for(
 /// A short commit (`owner/repo@340e33a`) as the `{ commit = "<full sha>" }` pin it means: saved
 /// as the string it was typed as, it would later read as a branch or tag name. A name GitHub does
 /// not resolve to a commit starting with it (a branch or tag such as `beef`) stays a name.
-fn full_commit_pin(project: &Project, github: &GithubSpec, pin: Pin) -> Result<Pin> {
+fn full_commit_pin(session: &ProjectSession, github: &GithubSpec, pin: Pin) -> Result<Pin> {
     let Some(name) = github.reference.as_deref() else {
         return Ok(pin);
     };
@@ -206,12 +210,12 @@ fn full_commit_pin(project: &Project, github: &GithubSpec, pin: Pin) -> Result<P
     if !looks_short {
         return Ok(pin);
     }
-    let store = session::open_store(&project.home)?;
-    let session = session::github(&store)?;
     let repo = RepoId::new(&github.owner, &github.repo);
-    let Ok(resolved) = session
-        .resolver()
-        .resolve_name(github.module.as_str(), &repo, name)
+    let Ok(resolved) =
+        session
+            .github()?
+            .resolver()
+            .resolve_name(github.module.as_str(), &repo, name)
     else {
         // Resolution names the problem when the lock runs.
         return Ok(pin);
@@ -268,8 +272,8 @@ fn relative_to(base: &Path, target: &Path) -> String {
 
 pub fn run_remove(ctx: &Context, args: &RemoveArgs) -> Result<ExitCode> {
     let project = Project::discover(ctx)?;
-    let text = fs_err::read_to_string(&project.manifest_path)?;
-    let mut document = ManifestDocument::parse(&text, &project.manifest_path)?;
+    let mut session = pipeline::open(&project)?;
+    let mut document = session.manifest_document()?;
     let module = match ModuleId::parse(&args.spec) {
         Ok(module) => module,
         Err(_) => ModuleId::parse(&module_of(&args.spec)?)?,
@@ -284,6 +288,7 @@ pub fn run_remove(ctx: &Context, args: &RemoveArgs) -> Result<ExitCode> {
     apply_manifest_edit(
         ctx,
         &project,
+        &mut session,
         &document,
         args.no_sync,
         &format!("remove {}", args.spec),

@@ -331,8 +331,6 @@ fn create_run_dir(backups: &Path) -> Result<PathBuf> {
 struct Staged {
     temp: tempfile::TempDir,
     to: PathBuf,
-    /// Something (the older copy) is at `to` and is swapped out.
-    replaces: bool,
 }
 
 impl Staged {
@@ -342,29 +340,6 @@ impl Staged {
 
     fn old_copy(&self) -> PathBuf {
         self.temp.path().join("old")
-    }
-
-    /// Moves the older copy aside and the new one into place; on failure `to` is as it was.
-    fn swap(&self) -> Result<()> {
-        if self.replaces {
-            fs_err::rename(&self.to, self.old_copy())?;
-        }
-        if let Err(error) = fs_err::rename(self.new_copy(), &self.to) {
-            if self.replaces {
-                let _ = fs_err::rename(self.old_copy(), &self.to);
-            }
-            return Err(error.into());
-        }
-        Ok(())
-    }
-
-    /// Puts back what [`Staged::swap`] replaced.
-    fn undo(&self) -> Result<()> {
-        fs_err::rename(&self.to, self.temp.path().join("undone"))?;
-        if self.replaces {
-            fs_err::rename(self.old_copy(), &self.to)?;
-        }
-        Ok(())
     }
 }
 
@@ -446,17 +421,24 @@ fn stage_and_swap(
         staged.push(Staged {
             temp,
             to: action.to.clone(),
-            replaces,
         });
     }
-    for (done, step) in staged.iter().enumerate() {
-        if let Err(error) = step.swap() {
-            for earlier in staged[..done].iter().rev() {
-                let _ = earlier.undo();
+    // One transaction: each older copy goes aside into its temp directory, the new one into place;
+    // a failed step puts back every one done before it.
+    let mut swaps = agentpack_fs::Transaction::new();
+    for step in &staged {
+        if let Err(error) = swaps.install_via(&step.new_copy(), &step.to, &step.old_copy()) {
+            for failed in swaps.rollback() {
+                output::warn(&format!(
+                    "could not put back {}: {}",
+                    failed.path.display(),
+                    failed.source
+                ));
             }
-            return Err(error);
+            return Err(error.into());
         }
     }
+    swaps.commit();
     Ok(())
 }
 

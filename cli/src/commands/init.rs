@@ -4,7 +4,6 @@
 //! stops the command before anything is written. Both files are written to temp files first and moved
 //! into place, the manifest with a no-clobber rename so a concurrent `init` cannot be overwritten.
 
-use std::io::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -55,20 +54,16 @@ pub fn run(ctx: &Context, args: &InitArgs) -> Result<ExitCode> {
     let home = Home::from_env()?;
     home.ensure()?;
 
-    let manifest_tmp = temp_file_with(&root, manifest.as_bytes())?;
-    let lock_tmp = temp_file_with(&root, lock.as_bytes())?;
-    manifest_tmp
-        .persist_noclobber(&manifest_path)
-        .map_err(|err| {
-            anyhow::Error::new(err.error)
-                .context(format!("cannot write {}", manifest_path.display()))
-        })?;
-    if let Err(err) = lock_tmp.persist_noclobber(&lock_path) {
+    // 0666 less the umask, like a plain `open`: these files are meant to be committed and shared.
+    // Neither replaces a file that appeared meanwhile.
+    let options = agentpack_fs::WriteOptions::shared_file()
+        .durability(agentpack_fs::Durability::File)
+        .temp(agentpack_fs::TempName::Prefix(".agentpack-init-"));
+    agentpack_fs::write_new_file(&manifest_path, manifest.as_bytes(), &options)?;
+    if let Err(err) = agentpack_fs::write_new_file(&lock_path, lock.as_bytes(), &options) {
         // Leave nothing half-done: the manifest we just created goes again.
         let _ = fs_err::remove_file(&manifest_path);
-        return Err(
-            anyhow::Error::new(err.error).context(format!("cannot write {}", lock_path.display()))
-        );
+        return Err(err.into());
     }
 
     if ctx.says() {
@@ -89,16 +84,4 @@ fn default_name(root: &Path) -> Result<String> {
             canonical.display()
         ),
     }
-}
-
-fn temp_file_with(dir: &Path, bytes: &[u8]) -> Result<tempfile::NamedTempFile> {
-    // 0666 less the umask, like a plain `open`: these files are meant to be committed and shared.
-    let mut file = tempfile::Builder::new()
-        .prefix(".agentpack-init-")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
-        .tempfile_in(dir)
-        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
-    file.write_all(bytes)?;
-    file.as_file().sync_all()?;
-    Ok(file)
 }

@@ -6,7 +6,7 @@
 //! lock, `./.agents/`, the mode, the target, the cache slots (their links into the immutable store)
 //! and the path packages' sources are unchanged since the last full sync of this launcher (the
 //! fingerprint in `$AGENTPACK_HOME/projects/<hash>/launch/`, see [`fingerprint_inputs`], which a
-//! bare sync's fast path shares), nothing is staged; `AGENTPACK_FULL_VERIFY=1` always takes the
+//! bare sync's fast path shares, in `crate::pipeline::fingerprint`), nothing is staged; `AGENTPACK_FULL_VERIFY=1` always takes the
 //! full sync.
 //!
 //! The agent runs as a child, not through `exec`, so the launcher can release its lease when the
@@ -27,18 +27,21 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use agentpack_harness::home_layer::{self, HomeLayerRequest, UserEnv};
-use agentpack_harness::launch::{self, fingerprint, LaunchRequest, SecretRecord};
+use agentpack_harness::launch::command::{self as launch, LaunchRequest, SecretRecord};
+use agentpack_harness::launch::home_layer::{self, HomeLayerRequest, UserEnv};
+use agentpack_harness::launch::{fingerprint, run_child};
 use agentpack_harness::{Agent, SecretLayer};
 use agentpack_store::{LeaseOptions, Store};
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::commands::retired_homes;
-use crate::commands::sync::{stage_for_launch, Staged};
-use crate::context::{Context, Home, LOCK_FILE, MANIFEST_FILE};
+use crate::context::{Context, Home, LOCK_FILE};
 use crate::env::{self, EnvVars};
 use crate::output;
+use crate::pipeline::fingerprint::{fingerprint_inputs, write_private};
+use crate::pipeline::stage::stage_for_launch;
+use crate::pipeline::Staged;
+use crate::retired_homes;
 
 /// Arguments of every launcher.
 #[derive(Debug, Clone, clap::Args)]
@@ -60,7 +63,7 @@ const BRIDGED: [&str; 5] = [
     "CARGO_HOME",
     "RUSTUP_HOME",
     "DOCKER_CONFIG",
-    agentpack_harness::home_layer::OPENCODE_LSP_TOOL_VAR,
+    agentpack_harness::launch::home_layer::OPENCODE_LSP_TOOL_VAR,
 ];
 
 /// Runs `agent` with `args`.
@@ -75,10 +78,14 @@ pub fn run(ctx: &Context, agent: Agent, args: &LaunchArgs) -> Result<ExitCode> {
         std::env::var_os(launch::path_override_var(agent)).as_deref(),
         std::env::var_os("PATH").as_deref(),
     )?;
+    // The same store options as every command (host id, link mode, local index); one handle
+    // stages and holds the lease.
+    let store = crate::session::open_store(&Home::from_env()?)
+        .context("cannot open the store to take a lease on the generation")?;
     let staged = match fast_path(ctx, agent)? {
         Some(staged) => staged,
         None => {
-            let staged = stage_for_launch(ctx, agent)?;
+            let staged = stage_for_launch(ctx, agent, &store)?;
             if let Err(error) = record_fast_path(ctx, agent, &staged) {
                 output::warn(&format!(
                     "the next launch will sync again: cannot record this one ({error:#})"
@@ -88,10 +95,6 @@ pub fn run(ctx: &Context, agent: Agent, args: &LaunchArgs) -> Result<ExitCode> {
         }
     };
     let generation = staged.generation.clone();
-
-    // The same store options as every command (host id, link mode, local index).
-    let store = crate::session::open_store(&Home::from_env()?)
-        .context("cannot open the store to take a lease on the generation")?;
     let store_path = store.store_path_of(&generation);
     let lease = match &store_path {
         Some(path) => {
@@ -137,18 +140,23 @@ pub fn run(ctx: &Context, agent: Agent, args: &LaunchArgs) -> Result<ExitCode> {
 
 /// `--strict-external`: refuses the agents whose launch writes into the checkout, naming why.
 pub fn refuse_workspace_overlay(agent: Agent) -> Result<()> {
-    let why = match agent {
-        Agent::Claude | Agent::OpenCode | Agent::Codex | Agent::Grok => return Ok(()),
-        Agent::Cursor => {
-            "Cursor reads sub-agents only from the workspace, so its launch links ./.cursor/agents in the checkout"
-        }
-        Agent::Antigravity => {
-            "Antigravity reads the workspace plugin only from the checkout, so its launch links ./.agents/plugins/agentpack-bundle there"
-        }
+    let Some(link) = &agent.profile().workspace_link else {
+        return Ok(());
+    };
+    let external: Vec<&str> = Agent::ALL
+        .into_iter()
+        .filter(|other| other.profile().workspace_link.is_none())
+        .map(Agent::display_name)
+        .collect();
+    let external = match external.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => "another agent".to_owned(),
     };
     anyhow::bail!(
-        "--strict-external: cannot launch {} without writing into the checkout: {why}; nothing was written\n  fix  launch Claude Code, OpenCode, Codex or Grok, or drop --strict-external",
-        agent.display_name()
+        "--strict-external: cannot launch {} without writing into the checkout: {}; nothing was written\n  fix  launch {external}, or drop --strict-external",
+        agent.display_name(),
+        link.why
     )
 }
 
@@ -156,10 +164,10 @@ pub fn refuse_workspace_overlay(agent: Agent) -> Result<()> {
 /// `agent` under the `local` policy, as `agentpack preflight` does, and returns the exit code and
 /// the error naming each blocking finding when the contract does not hold.
 fn contract_refusal(ctx: &Context, agent: Agent) -> Option<(u8, anyhow::Error)> {
-    let evaluation = match crate::commands::preflight::evaluate_default_contract(
+    let evaluation = match crate::check::evaluate_default_contract(
         ctx,
         agent,
-        crate::commands::preflight::Policy::Local,
+        crate::evidence::policy::Policy::Local,
     ) {
         Ok(None) => return None,
         Ok(Some(evaluation)) if evaluation.exit_code == 0 => return None,
@@ -256,17 +264,20 @@ fn launch_with_lease(
         );
     }
     retired_homes::retire(ctx, store, staged, retired_homes::Reach::ThisProject);
-    let settings = if agent == Agent::Claude {
-        let file = launch::claude_bundle(&staged.generation).join("agentpack-settings.json");
-        let text = fs_err::read_to_string(&file).with_context(|| {
-            format!(
-                "cannot read the staged Claude settings {}\n  fix  run `agentpack sync`",
-                file.display()
-            )
-        })?;
-        launch::inline_settings(&text)
-    } else {
-        None
+    let profile = agent.profile();
+    let settings = match profile.launcher.settings_file {
+        Some(name) => {
+            let file = staged.generation.join(profile.staged_root).join(name);
+            let text = fs_err::read_to_string(&file).with_context(|| {
+                format!(
+                    "cannot read the staged {} settings {}\n  fix  run `agentpack sync`",
+                    agent.display_name(),
+                    file.display()
+                )
+            })?;
+            launch::inline_settings(&text)
+        }
+        None => None,
     };
     let mut command = launch::build_command(&LaunchRequest {
         agent,
@@ -292,7 +303,7 @@ fn launch_with_lease(
         );
     }
     let mut child_lease = None;
-    let code = launch::run_child(&command, &ctx.cwd, |pid| {
+    let code = run_child(&command, &ctx.cwd, |pid| {
         if let Some(path) = store_path {
             let options = LeaseOptions {
                 pid: Some(pid),
@@ -393,83 +404,6 @@ fn record_path(state_dir: &Path, mode_dir: &str, agent: Agent) -> PathBuf {
 
 fn mode_name(ctx: &Context) -> String {
     ctx.mode.clone().unwrap_or_else(|| "default".to_string())
-}
-
-/// What the fast paths (a launcher's, and a bare sync's when `agent` is `None`) fingerprint: the
-/// manifest, the lock, the overlay of `workspace` and eject's record there, the mode, the
-/// toggles, the generation, every cache slot of the lock (its link and store path, never its
-/// files) and the directories path and `local/` packages are copied from (walked).
-pub(crate) fn fingerprint_inputs(
-    ctx: &Context,
-    agent: Option<Agent>,
-    project_root: &Path,
-    workspace: &Path,
-    agentpack_home: &Path,
-    generation: &Path,
-    parsed_lock: Option<&agentpack_lockfile::Lockfile>,
-) -> (fingerprint::FingerprintInputs, fingerprint::ExtraInputs) {
-    let lock = project_root.join(LOCK_FILE);
-    let cache = agentpack_home.join("cache");
-    let packages = parsed_lock
-        .map(|l| l.packages.as_slice())
-        .unwrap_or_default();
-    let cache_entries: Vec<PathBuf> = packages
-        .iter()
-        .map(|p| cache.join(p.cache_key.as_str()))
-        .collect();
-    // Path packages and `local/` mirrors are copied again by every sync: their edits end the
-    // fast path too.
-    let source_dirs: Vec<PathBuf> = packages
-        .iter()
-        .filter_map(|p| {
-            if let Some(dir) = p.url.strip_prefix("path:") {
-                Some(project_root.join(dir))
-            } else {
-                p.url.strip_prefix("local:").map(|spec| {
-                    agentpack_builders::local_package::local_mirror_dir(agentpack_home, spec)
-                })
-            }
-        })
-        .collect();
-    let dot_agents = env::var(EnvVars::AGENTPACK_DOT_AGENTS).as_deref() != Some("0");
-    let exe = std::env::current_exe().unwrap_or_default();
-    let exe_stamp = fs_err::metadata(&exe)
-        .ok()
-        .and_then(|m| m.modified().ok())
-        .map(|t| format!("{t:?}"))
-        .unwrap_or_default();
-    let inputs = fingerprint::FingerprintInputs {
-        agent: agent.unwrap_or(Agent::Claude),
-        mode: mode_name(ctx),
-        manifest: project_root.join(MANIFEST_FILE),
-        lock,
-        overlay: dot_agents.then(|| workspace.join(".agents")),
-        generation: generation.to_path_buf(),
-        cache_entries,
-        toggles: vec![
-            format!(
-                "keep_attribution={}",
-                env::flag(EnvVars::AGENTPACK_KEEP_ATTRIBUTION)
-            ),
-            format!("dot_agents={dot_agents}"),
-            format!(
-                "require_verified={}",
-                env::flag(EnvVars::AGENTPACK_REQUIRE_VERIFIED)
-            ),
-            format!("yolo={}", ctx.yolo),
-            format!(
-                "staging_root={:?}",
-                env::var(EnvVars::AGENTPACK_STAGING_ROOT)
-            ),
-            format!("exe={} {exe_stamp}", exe.display()),
-        ],
-    };
-    let extra = fingerprint::ExtraInputs {
-        all_agents: agent.is_none(),
-        source_dirs,
-        files: vec![workspace.join(agentpack_harness::eject::MANIFEST_PATH)],
-    };
-    (inputs, extra)
 }
 
 /// The staged state of the last full sync, when nothing visible changed since.
@@ -580,22 +514,4 @@ fn record_fast_path(ctx: &Context, agent: Agent, staged: &Staged) -> Result<()> 
     let mut bytes = serde_json::to_vec_pretty(&record)?;
     bytes.push(b'\n');
     write_private(&path, &bytes)
-}
-
-pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
-    use fs_err::os::unix::fs::OpenOptionsExt as _;
-    use std::io::Write as _;
-    let dir = path.parent().context("a record path has a parent")?;
-    fs_err::create_dir_all(dir)?;
-    let temp = dir.join(format!(".record-{}", std::process::id()));
-    let mut file = fs_err::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temp)?;
-    file.write_all(bytes)?;
-    drop(file);
-    fs_err::rename(&temp, path)?;
-    Ok(())
 }

@@ -2,38 +2,30 @@
 //!
 //! `add` and `remove` are transactions over `agentpack.toml` and `pack.lock`: the record is computed
 //! first (an npm server is resolved against its registry; an unreachable registry fails unless
-//! `--allow-unpinned`, and nothing is written), then `lock::apply_manifest_edit` re-locks, writes both
+//! `--allow-unpinned`, and nothing is written), then `pipeline::edit::apply_manifest_edit` re-locks, writes both
 //! files and syncs unless `--no-sync`, putting both files back if any step fails. `add` refuses a
 //! name `./.agents/mcp.json` defines (merged last, it would shadow the added server). `list` reads
 //! only: the servers the generation merges, each with its lock status against its definition.
 //! Nothing here prints an env value, a header or an OAuth setting, a URL's userinfo (`***`) or an
 //! argument that holds a credential (`***`).
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agentpack_builders::generation::{merged_mcp_servers, GenerationInputs, LockedPackageInput};
-use agentpack_builders::mcp_lock::{self, definition_digest, McpLockOptions};
-use agentpack_harness::credentials::redact_url_userinfo;
-use agentpack_harness::mcp::McpSource;
-use agentpack_harness::{MergedServer, ModeFilter};
-use agentpack_lockfile::{
-    Lockfile, Manifest, ManifestDocument, McpRecord, McpServer, McpStatus, DEFAULT_MODE,
-};
+use agentpack_builders::mcp_lock::{self, definition_digest};
+use agentpack_builders::project::{ProjectSession, ResolvePolicy, ResolvedMode};
+use agentpack_harness::render::credentials::redact_url_userinfo;
+use agentpack_harness::render::mcp::McpSource;
+use agentpack_harness::MergedServer;
+use agentpack_lockfile::{Lockfile, McpRecord, McpServer, McpStatus};
 use anyhow::{bail, Context as _, Result};
 use indexmap::IndexMap;
 use serde::Serialize;
 
-use crate::commands::lock::apply_manifest_edit;
 use crate::context::Context;
-use crate::env::{self, EnvVars};
 use crate::output;
+use crate::pipeline;
+use crate::pipeline::edit::{apply_manifest_edit, lock_options};
 use crate::project::Project;
-use crate::session;
-
-/// The environment variable naming the npm registry (npm reads it case-insensitively).
-const NPM_CONFIG_REGISTRY: [&str; 2] = ["npm_config_registry", "NPM_CONFIG_REGISTRY"];
 
 #[derive(Debug, clap::Args)]
 pub struct McpArgs {
@@ -102,36 +94,6 @@ pub fn run(ctx: &Context, args: &McpArgs) -> Result<ExitCode> {
     }
 }
 
-/// The options `lock`, `add`, `sync` and `mcp add` pass to [`mcp_lock::record`], read from the
-/// environment: npm on PATH and `npm_config_registry`.
-pub fn lock_options(
-    update: bool,
-    allow_unpinned: bool,
-    tolerate_unreachable: bool,
-) -> McpLockOptions {
-    McpLockOptions {
-        update,
-        allow_unpinned,
-        tolerate_unreachable,
-        npm: find_on_path("npm"),
-        environment_registry: NPM_CONFIG_REGISTRY.iter().find_map(|name| env::var(name)),
-        // An unusable limit variable is reported by the GitHub session of the same command.
-        limits: env::limits().unwrap_or_default(),
-    }
-}
-
-/// The first executable `name` on PATH.
-pub fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::metadata(candidate)
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-}
-
 fn parse_env(pairs: &[String]) -> Result<IndexMap<String, String>> {
     let mut env = IndexMap::new();
     for pair in pairs {
@@ -144,64 +106,30 @@ fn parse_env(pairs: &[String]) -> Result<IndexMap<String, String>> {
 }
 
 /// The servers the project's generations merge, as their sources define them: every package's
-/// (read from its cache entry), then `[mcp.servers]`, then `./.agents/mcp.json` (later
-/// wins), over every mode: the merge `sync` stages. A package without a cache entry is
-/// named in a warning and its servers are missing. Reads only; never contacts a registry.
+/// (read from its cache entry), then `[mcp.servers]`, then `./.agents/mcp.json` (later wins), over
+/// every mode: the merge `sync` stages (the same inputs: `ProjectSession::mcp_servers`). A package
+/// without a cache entry is named in a warning and its servers are missing. Reads only; never
+/// contacts a registry.
 fn merged_servers(
-    project: &Project,
-    manifest: &Manifest,
-    lock: &Lockfile,
+    ctx: &Context,
+    session: &ProjectSession,
 ) -> Result<(Vec<MergedServer>, Vec<String>)> {
-    let store = session::open_store(&project.home)?;
-    let mut warnings = Vec::new();
-    let mut packages = Vec::new();
-    for package in &lock.packages {
-        let module = package.module.as_str();
-        // Read-only store paths: reading definitions needs no re-hash (sync verifies what it
-        // stages), so `mcp add`, `remove` and `list` do not hash every package again.
-        let Some(store_path) = store.slot(package.cache_key.as_str())? else {
-            warnings.push(format!(
-                "{module} has no cache entry; its MCP servers are not listed\n  fix  run `agentpack sync`"
-            ));
-            continue;
-        };
-        packages.push(LockedPackageInput::new(package, store_path));
-    }
-    let overlay_dir = project.root.join(".agents");
-    let overlay = (env::var(EnvVars::AGENTPACK_DOT_AGENTS).as_deref() != Some("0")
-        && overlay_dir.is_dir())
-    .then(|| (overlay_dir, String::new()));
-    let inputs = GenerationInputs {
-        mode_name: DEFAULT_MODE.to_owned(),
-        mode_dir: DEFAULT_MODE.to_owned(),
-        mode: ModeFilter::all(),
-        mode_selectors: Vec::new(),
-        packages,
-        overlay,
-        mcp_servers: manifest.mcp_servers.clone(),
-        mcp_launch: BTreeMap::new(),
-        keep_attribution: false,
-        yolo: false,
-        agentpack_exe: std::env::current_exe().unwrap_or_default(),
-        plugin_data_root: project.state_dir().join("plugin-data"),
-        extra_references: Vec::new(),
-    };
-    let (servers, merge_warnings) = merged_mcp_servers(&store, &inputs)?;
-    warnings.extend(merge_warnings);
-    Ok((servers, warnings))
+    let resolved = session.resolve(&ResolvePolicy::AsPresent, None)?;
+    let servers = session.mcp_servers(
+        &resolved,
+        &ResolvedMode::all(),
+        &pipeline::plan_options(ctx)?,
+    )?;
+    Ok((servers, session.take_warnings()))
 }
 
 fn run_add(ctx: &Context, args: &McpAddArgs) -> Result<ExitCode> {
     let project = Project::discover(ctx)?;
-    let text = fs_err::read_to_string(&project.manifest_path)?;
-    let mut document = ManifestDocument::parse(&text, &project.manifest_path)?;
+    let mut session = pipeline::open(&project)?;
+    let mut document = session.manifest_document()?;
     // What runs under this name today: `./.agents/mcp.json` is merged last, so a server it
     // defines would shadow the one added here, which would be recorded but never run.
-    let (current, _) = {
-        let manifest = document.to_manifest()?;
-        let lock = project.load_lock(&manifest)?;
-        merged_servers(&project, &manifest, &lock)?
-    };
+    let (current, _) = merged_servers(ctx, &session)?;
     let shadowed_package = match current.iter().find(|s| s.name == args.name) {
         Some(existing) if existing.source == McpSource::DotAgents => bail!(
             "MCP server `{name}` is defined in .agents/mcp.json, which is merged after agentpack.toml: the server added here would never run; nothing was written\n  fix  add it under another name (`agentpack mcp add <other-name> ...`), or remove `{name}` from {overlay} first",
@@ -225,7 +153,7 @@ fn run_add(ctx: &Context, args: &McpAddArgs) -> Result<ExitCode> {
     };
     document.set_mcp_server(&args.name, &server)?;
     let manifest = document.to_manifest()?;
-    let lock = project.load_lock(&manifest)?;
+    let lock = session.lock()?;
     let written = manifest
         .mcp_servers
         .get(&args.name)
@@ -253,6 +181,7 @@ fn run_add(ctx: &Context, args: &McpAddArgs) -> Result<ExitCode> {
     apply_manifest_edit(
         ctx,
         &project,
+        &mut session,
         &document,
         args.no_sync,
         &format!("mcp add {}", args.name),
@@ -283,12 +212,10 @@ fn run_add(ctx: &Context, args: &McpAddArgs) -> Result<ExitCode> {
 
 fn run_remove(ctx: &Context, args: &McpRemoveArgs) -> Result<ExitCode> {
     let project = Project::discover(ctx)?;
-    let text = fs_err::read_to_string(&project.manifest_path)?;
-    let mut document = ManifestDocument::parse(&text, &project.manifest_path)?;
+    let mut session = pipeline::open(&project)?;
+    let mut document = session.manifest_document()?;
     if !document.remove_mcp_server(&args.name) {
-        let manifest = document.to_manifest()?;
-        let lock = project.load_lock(&manifest)?;
-        let (servers, _) = merged_servers(&project, &manifest, &lock)?;
+        let (servers, _) = merged_servers(ctx, &session)?;
         match servers.iter().find(|s| s.name == args.name).map(|s| &s.source) {
             Some(McpSource::DotAgents) => bail!(
                 "MCP server `{}` is not in [mcp.servers] of {}: it is defined in .agents/mcp.json\n  fix  remove it from {}",
@@ -312,6 +239,7 @@ fn run_remove(ctx: &Context, args: &McpRemoveArgs) -> Result<ExitCode> {
     apply_manifest_edit(
         ctx,
         &project,
+        &mut session,
         &document,
         args.no_sync,
         &format!("mcp remove {}", args.name),
@@ -441,9 +369,9 @@ fn lock_status(lock: &Lockfile, server: &MergedServer) -> &'static str {
 }
 
 /// `args` as `mcp list` shows them: each one that holds a credential
-/// ([`agentpack_harness::credentials::credential_args`]) as `***`.
+/// ([`agentpack_harness::render::credentials::credential_args`]) as `***`.
 fn shown_args(args: &[String]) -> Vec<String> {
-    let credentials = agentpack_harness::credentials::credential_args(args);
+    let credentials = agentpack_harness::render::credentials::credential_args(args);
     args.iter()
         .enumerate()
         .map(|(index, arg)| {
@@ -519,9 +447,9 @@ fn render_list(lock: &Lockfile, servers: &[ListedServer]) -> String {
 
 fn run_list(ctx: &Context) -> Result<ExitCode> {
     let project = Project::discover(ctx)?;
-    let manifest = project.load_manifest()?;
-    let lock = project.load_lock(&manifest)?;
-    let (merged, warnings) = merged_servers(&project, &manifest, &lock)?;
+    let session = pipeline::open(&project)?;
+    let lock = session.lock()?;
+    let (merged, warnings) = merged_servers(ctx, &session)?;
     for warning in &warnings {
         output::warn(warning);
     }

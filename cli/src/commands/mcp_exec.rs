@@ -1,8 +1,9 @@
 //! `agentpack mcp-exec --spec FILE -- ARGS...`: what a staged config runs for a tree-locked npx
 //! server.
 //!
-//! The first start downloads each tarball of the locked tree, checks it against its recorded
-//! integrity before anything is written, unpacks it into an npm-tree store path and runs the
+//! The first start downloads each tarball of the locked tree (from a substituter's npm-tree
+//! artifact first, when `AGENTPACK_SUBSTITUTERS` or the config file name one, then from the npm
+//! registry), checks it against its recorded integrity before anything is written, unpacks it into an npm-tree store path and runs the
 //! package's executable with `node` (the process is replaced, so the agent talks to the server
 //! directly over stdio). Later starts reuse the tree after a cheap check. A tarball with the wrong
 //! integrity stops here and nothing runs. No package script ever runs.
@@ -14,7 +15,9 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use agentpack_builders::npm::prepare_exec_with_limits;
+use agentpack_builders::npm::prepare_exec_substituted;
+use agentpack_builders::oci::OciTransport;
+use agentpack_builders::substitute::Substituters;
 use agentpack_store::LeaseOptions;
 use anyhow::{Context as _, Result};
 
@@ -45,6 +48,23 @@ fn home_of_spec(spec: &Path) -> Option<Home> {
     })
 }
 
+/// The substituters of `AGENTPACK_SUBSTITUTERS` and the user's config file, asked for a tree's
+/// tarballs before the npm registry (see `agentpack_builders::substitute_npm`).
+fn substituters(limits: agentpack_builders::limits::Limits) -> Result<Substituters> {
+    let mut transport = OciTransport::from_env(&crate::env::var);
+    transport.limits = limits;
+    let substituters = Substituters::from_entries(
+        &crate::user_config::substituter_entries()?,
+        transport.clone(),
+    )?;
+    if !substituters.is_empty() {
+        for warning in transport.warnings() {
+            crate::output::warn(warning);
+        }
+    }
+    Ok(substituters)
+}
+
 /// Runs `mcp-exec`; returns only when the server could not be started.
 pub fn run(_ctx: &Context, args: &McpExecArgs) -> Result<ExitCode> {
     let home = match home_of_spec(&args.spec) {
@@ -52,7 +72,11 @@ pub fn run(_ctx: &Context, args: &McpExecArgs) -> Result<ExitCode> {
         None => Home::from_env()?,
     };
     let store = session::open_store(&home)?;
-    let plan = prepare_exec_with_limits(&store, &args.spec, &crate::env::limits()?)?;
+    let limits = crate::env::limits()?;
+    let plan = prepare_exec_substituted(&store, &args.spec, &limits, &substituters(limits)?)?;
+    for warning in &plan.ready.warnings {
+        crate::output::warn(warning);
+    }
     // A lease for this pid, which the server keeps after `exec`: GC leaves the tree alone while the
     // server runs, and the lease goes stale when it exits.
     store

@@ -1,4 +1,9 @@
 //! Command bodies: one module per command, each a function from parsed arguments to an exit code.
+//!
+//! A command module never uses another command module (its own sub-modules are fine): what two
+//! commands share lives in a shared module of the binary (`check`, `evidence`, `environment`,
+//! `pipeline`...) or in a library, and only this dispatcher composes commands (`sync --probe`).
+//! `cli/tests/it/architecture.rs` enforces it.
 
 pub mod add;
 mod completion;
@@ -15,9 +20,9 @@ pub mod mode;
 pub mod mode_tui;
 pub mod preflight;
 pub mod probe;
-pub mod retired_homes;
-mod rollback_record;
+pub mod publish;
 pub mod store;
+pub mod store_push;
 pub mod sync;
 
 use std::process::ExitCode;
@@ -37,7 +42,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         );
     }
     // Commands that write the manifest, the lock or the staging pointers run one at a time per
-    // project (launchers lock only while they stage: see `sync::stage_for_launch`).
+    // project (launchers lock only while they stage: see `pipeline::stage::stage_for_launch`).
     let _project_lock = match cli.command {
         // The editor can stay open for long: it locks only while it saves.
         Command::Mode(ref args) if matches!(args.command, mode::ModeCommand::Tui) => None,
@@ -62,15 +67,19 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Remove(args) => add::run_remove(&ctx, &args),
         Command::Lock(args) => lock::run_lock(&ctx, &args),
         Command::Update(args) => lock::run_update(&ctx, &args),
-        Command::Sync(args) => sync::run(&ctx, &args),
+        Command::Sync(args) => sync::run(&ctx, &args, &probe_after_sync),
         // Pure: takes no project lock and writes nothing.
         Command::Preflight(args) => preflight::run(&ctx, &args),
         Command::Probe(args) => probe::diff::dispatch(&ctx, &args),
         Command::Support(args) => probe::support::run(&ctx, &args),
+        Command::Mode(args) if matches!(args.command, mode::ModeCommand::Tui) => {
+            mode_tui::run(&ctx)
+        }
         Command::Mode(args) => mode::run(&ctx, &args),
         Command::Rollback(args) => mode::run_rollback(&ctx, &args),
         Command::Gc(args) => store::run_gc(&ctx, &args),
         Command::Store(args) => store::run_store(&ctx, &args),
+        Command::Publish(args) => publish::run(&ctx, &args),
         Command::Mcp(args) => mcp::run(&ctx, &args),
         Command::McpExec(args) => mcp_exec::run(&ctx, &args),
         Command::Claude(args) => launch::run(&ctx, Agent::Claude, &args),
@@ -94,4 +103,15 @@ fn lock_project(ctx: &Context) -> Result<Option<crate::project_lock::ProjectLock
         return Ok(None);
     };
     crate::project_lock::ProjectLock::acquire(&project.state_dir(), &project.root).map(Some)
+}
+
+/// `sync --probe`: the probes of every installed agent, composed here so that `sync` never calls
+/// the probe command.
+fn probe_after_sync(ctx: &Context) -> Result<sync::ProbeReport> {
+    let rows = probe::all::probe_all(ctx, None)?;
+    Ok(sync::ProbeReport {
+        json: serde_json::to_value(&rows)?,
+        table: probe::all::table(&rows),
+        exit: probe::all::exit_code(&rows),
+    })
 }

@@ -12,9 +12,9 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
 
-use crate::commands::sync::{history_name, mode_name};
 use crate::context::Context;
 use crate::output;
+use crate::pipeline::{history_name, mode_name};
 use crate::project::Project;
 use crate::session;
 
@@ -77,9 +77,6 @@ struct ModeView {
 }
 
 pub fn run(ctx: &Context, args: &ModeArgs) -> Result<ExitCode> {
-    if let ModeCommand::Tui = args.command {
-        return crate::commands::mode_tui::run(ctx);
-    }
     let project = Project::discover(ctx)?;
     match &args.command {
         ModeCommand::List | ModeCommand::Show { .. } => {
@@ -156,7 +153,7 @@ pub fn run(ctx: &Context, args: &ModeArgs) -> Result<ExitCode> {
                     format!("Deleted mode `{name}`")
                 }
                 ModeCommand::List | ModeCommand::Show { .. } | ModeCommand::Tui => {
-                    unreachable!("handled above")
+                    unreachable!("handled above (the dispatcher runs `mode tui`)")
                 }
             };
             // Validate the whole edited manifest before writing it.
@@ -166,7 +163,7 @@ pub fn run(ctx: &Context, args: &ModeArgs) -> Result<ExitCode> {
                 document.to_string().as_bytes(),
             )?;
             if let ModeCommand::Delete { name } = &args.command {
-                forget_mode_generations(&project, name)?;
+                crate::mode_generations::forget(&project, name)?;
                 if ctx.says() {
                     output::info(&format!("{said}; `agentpack gc` removes its generations"));
                 }
@@ -176,20 +173,6 @@ pub fn run(ctx: &Context, args: &ModeArgs) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// After a mode is deleted: its pointer would stay a GC root for its last generation, so it and
-/// the mode's generation history go (the store paths themselves are for `agentpack gc`).
-pub(crate) fn forget_mode_generations(project: &Project, name: &str) -> Result<()> {
-    let mode_dir = keys::mode_dir_component(name);
-    let pointer = ModePointer::new(&project.staging_root, &mode_dir);
-    let store = session::open_store(&project.home)?;
-    store.remove_generation_history(&history_name(project, &mode_dir))?;
-    if std::fs::symlink_metadata(pointer.path()).is_ok_and(|m| m.is_symlink()) {
-        store.remove_indirect_root(pointer.path())?;
-        fs_err::remove_file(pointer.path())?;
-    }
-    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -221,11 +204,7 @@ pub fn run_rollback(ctx: &Context, args: &RollbackArgs) -> Result<ExitCode> {
         );
     }
     let mode_dir = keys::mode_dir_component(&name);
-    crate::commands::retired_homes::check_staging_root(
-        &project.staging_root,
-        &project.root,
-        false,
-    )?;
+    crate::retired_homes::check_staging_root(&project.staging_root, &project.root, false)?;
     let store = session::open_store(&project.home)?;
     let pointer = ModePointer::new(&project.staging_root, &mode_dir);
     let current = pointer
@@ -287,7 +266,7 @@ pub fn run_rollback(ctx: &Context, args: &RollbackArgs) -> Result<ExitCode> {
     store.add_generation_root(&history_name(&project, &mode_dir), &path)?;
     pointer.switch_to(path.path())?;
     // The rollback stays selected until the inputs change or a sync is asked for.
-    crate::commands::rollback_record::record(
+    crate::rollback_record::record(
         &project.state_dir(),
         &project.root,
         &name,

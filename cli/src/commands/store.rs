@@ -43,6 +43,8 @@ pub enum StoreCommand {
     Verify(VerifyArgs),
     /// Location, filesystem, link mode, counts, bytes and the dedup ratio.
     Info,
+    /// Push store paths to an OCI registry (a team cache): `store push oci://REGISTRY/REPO`.
+    Push(super::store_push::StorePushArgs),
 }
 
 #[derive(Debug, Args)]
@@ -110,6 +112,7 @@ pub fn run_store(ctx: &Context, args: &StoreArgs) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         StoreCommand::Verify(verify_args) => verify_store(ctx, &store, verify_args.repair),
+        StoreCommand::Push(push_args) => super::store_push::run(ctx, push_args),
     }
 }
 
@@ -166,7 +169,18 @@ fn verify_store(ctx: &Context, store: &agentpack_store::Store, repair: bool) -> 
         // Re-fetch or rebuild what was removed, for the project we are in.
         match crate::project::Project::discover(ctx) {
             Ok(project) => {
-                crate::commands::sync::run_sync(ctx, &project, &crate::commands::sync::SyncOptions::default())?;
+                let mut session = crate::pipeline::open(&project)?;
+                let policy = agentpack_builders::project::ResolvePolicy::Sync {
+                    update: agentpack_builders::resolve::UpdatePolicy::KeepPins,
+                    repair: false,
+                };
+                crate::pipeline::stage::sync(
+                    ctx,
+                    &project,
+                    &mut session,
+                    &policy,
+                    crate::pipeline::stage::StageOptions::default(),
+                )?;
                 output::info(
                     "fetched and built again what this project uses; run `agentpack sync` in other projects that used the removed paths",
                 );

@@ -44,39 +44,45 @@ where
     let mut from_client = vec![0u8; 16 * 1024];
     let mut from_upstream = vec![0u8; 16 * 1024];
     let (mut client_open, mut upstream_open) = (true, true);
-    let io = |error: std::io::Error| TunnelEnd::Io(error.to_string());
     while client_open || upstream_open {
         tokio::select! {
             read = client_read.read(&mut from_client), if client_open => {
-                let n = read.map_err(io)?;
-                if n == 0 {
-                    client_open = false;
-                    let _ = upstream_write.shutdown().await;
-                } else {
-                    tokio::time::timeout(idle, upstream_write.write_all(&from_client[..n]))
-                        .await
-                        .map_err(|_| TunnelEnd::Idle)?
-                        .map_err(io)?;
-                    bytes.to_upstream += n as u64;
+                match carry(read, &from_client, &mut upstream_write, idle).await? {
+                    Some(n) => bytes.to_upstream += n as u64,
+                    None => client_open = false,
                 }
             }
             read = upstream_read.read(&mut from_upstream), if upstream_open => {
-                let n = read.map_err(io)?;
-                if n == 0 {
-                    upstream_open = false;
-                    let _ = client_write.shutdown().await;
-                } else {
-                    tokio::time::timeout(idle, client_write.write_all(&from_upstream[..n]))
-                        .await
-                        .map_err(|_| TunnelEnd::Idle)?
-                        .map_err(io)?;
-                    bytes.from_upstream += n as u64;
+                match carry(read, &from_upstream, &mut client_write, idle).await? {
+                    Some(n) => bytes.from_upstream += n as u64,
+                    None => upstream_open = false,
                 }
             }
             () = tokio::time::sleep(idle) => return Err(TunnelEnd::Idle),
         }
     }
     Ok(())
+}
+
+/// Passes on one read of a tunnel's direction: `Some(n)` when `chunk[..n]` was written to `to`
+/// (within `idle`), `None` when the reading side closed (`to` is then shut down).
+async fn carry<W: AsyncWrite + Unpin>(
+    read: std::io::Result<usize>,
+    chunk: &[u8],
+    to: &mut W,
+    idle: Duration,
+) -> Result<Option<usize>, TunnelEnd> {
+    let io = |error: std::io::Error| TunnelEnd::Io(error.to_string());
+    let n = read.map_err(io)?;
+    if n == 0 {
+        let _ = to.shutdown().await;
+        return Ok(None);
+    }
+    tokio::time::timeout(idle, to.write_all(&chunk[..n]))
+        .await
+        .map_err(|_| TunnelEnd::Idle)?
+        .map_err(io)?;
+    Ok(Some(n))
 }
 
 /// Writes the line of a WebSocket when it closes, or when the proxy stops under it.
@@ -98,20 +104,36 @@ impl Drop for TunnelLog {
     }
 }
 
-/// Logs a request the proxy could not serve and answers it with `status` and `message`.
+/// Why the proxy answers a WebSocket request itself: the status, the logged error type and the
+/// message.
+struct Refusal {
+    status: StatusCode,
+    kind: &'static str,
+    message: String,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, kind: &'static str, message: String) -> Self {
+        Refusal {
+            status,
+            kind,
+            message,
+        }
+    }
+}
+
+/// Logs a request the proxy could not serve and answers it with the refusal's status and message.
 fn fail(
     shared: &Shared,
     mut record: LogRecord,
     started: Instant,
-    status: StatusCode,
-    kind: &str,
-    message: String,
+    refusal: Refusal,
 ) -> Response<ProxyBody> {
-    record.status = Some(status.as_u16());
-    record.error_type = Some(kind.to_string());
+    record.status = Some(refusal.status.as_u16());
+    record.error_type = Some(refusal.kind.to_string());
     record.latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let response = proxy_error(status, &message);
-    record.error_message = Some(message);
+    let response = proxy_error(refusal.status, &refusal.message);
+    record.error_message = Some(refusal.message);
     shared.log.write(&record);
     response
 }
@@ -131,108 +153,9 @@ pub async fn handle(
         .await
         .map(|c| c.to_bytes())
         .unwrap_or_default();
-    let path_and_query = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
-    let Ok(target) = upstream_uri(&shared.config.upstream, &path_and_query) else {
-        return fail(
-            &shared,
-            record,
-            started,
-            StatusCode::BAD_REQUEST,
-            "bad_request_target",
-            "the request path is not valid".into(),
-        );
-    };
-    let connect_timeout = shared.config.ws_connect_timeout;
-    let mut connector = shared.ws_connector.clone();
-    let connect = async {
-        std::future::poll_fn(|cx| connector.poll_ready(cx)).await?;
-        connector.call(target.clone()).await
-    };
-    let stream = match tokio::time::timeout(connect_timeout, connect).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(error)) => {
-            let message = format!(
-                "cannot connect the WebSocket to {}: {error}",
-                shared.config.upstream_display()
-            );
-            return fail(
-                &shared,
-                record,
-                started,
-                StatusCode::BAD_GATEWAY,
-                "upstream_unreachable",
-                message,
-            );
-        }
-        Err(_) => {
-            let message = format!(
-                "no WebSocket connection to {} within {}s (AGENTPACK_PROXY_WS_CONNECT_TIMEOUT_SECS)",
-                shared.config.upstream_display(),
-                connect_timeout.as_secs()
-            );
-            return fail(
-                &shared,
-                record,
-                started,
-                StatusCode::GATEWAY_TIMEOUT,
-                "ws_connect_timeout",
-                message,
-            );
-        }
-    };
-    let handshake = async {
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(stream).await?;
-        tokio::spawn(connection.with_upgrades());
-        let mut headers = std::mem::take(&mut parts.headers);
-        forward::strip_hop_by_hop(&mut headers, true);
-        forward::set_host(&mut headers, &shared.config);
-        let mut upstream = Request::new(Full::new(body));
-        *upstream.method_mut() = parts.method.clone();
-        // The connection is the upstream's own: origin-form target (prefix, path, query).
-        *upstream.uri_mut() = target
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .parse()
-            .unwrap_or_default();
-        *upstream.headers_mut() = headers;
-        sender.send_request(upstream).await
-    };
-    let timeout = shared.config.upstream_timeout;
-    let mut response = match tokio::time::timeout(timeout.max(connect_timeout), handshake).await {
-        Ok(Ok(response)) => response,
-        Ok(Err(error)) => {
-            let message = format!(
-                "the WebSocket handshake with {} failed: {error}",
-                shared.config.upstream_display()
-            );
-            return fail(
-                &shared,
-                record,
-                started,
-                StatusCode::BAD_GATEWAY,
-                "upstream_unreachable",
-                message,
-            );
-        }
-        Err(_) => {
-            let message = format!(
-                "{} did not answer the WebSocket handshake within {}s",
-                shared.config.upstream_display(),
-                timeout.max(connect_timeout).as_secs()
-            );
-            return fail(
-                &shared,
-                record,
-                started,
-                StatusCode::GATEWAY_TIMEOUT,
-                "upstream_timeout",
-                message,
-            );
-        }
+    let mut response = match upstream_handshake(&shared, &mut parts, body).await {
+        Ok(response) => response,
+        Err(refusal) => return fail(&shared, record, started, refusal),
     };
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {
         // Refused: an ordinary response, streamed and logged like any other.
@@ -291,6 +214,95 @@ pub async fn handle(
         drop(log);
     });
     switching
+}
+
+/// Connects to the upstream and sends it the client's handshake request (hop-by-hop headers
+/// stripped, `Host` set); the upstream's answer.
+async fn upstream_handshake(
+    shared: &Shared,
+    parts: &mut hyper::http::request::Parts,
+    body: bytes::Bytes,
+) -> Result<Response<Incoming>, Refusal> {
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    let Ok(target) = upstream_uri(&shared.config.upstream, &path_and_query) else {
+        return Err(Refusal::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request_target",
+            "the request path is not valid".into(),
+        ));
+    };
+    let connect_timeout = shared.config.ws_connect_timeout;
+    let mut connector = shared.ws_connector.clone();
+    let connect = async {
+        std::future::poll_fn(|cx| connector.poll_ready(cx)).await?;
+        connector.call(target.clone()).await
+    };
+    let stream = match tokio::time::timeout(connect_timeout, connect).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => {
+            return Err(Refusal::new(
+                StatusCode::BAD_GATEWAY,
+                "upstream_unreachable",
+                format!(
+                    "cannot connect the WebSocket to {}: {error}",
+                    shared.config.upstream_display()
+                ),
+            ))
+        }
+        Err(_) => {
+            return Err(Refusal::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "ws_connect_timeout",
+                format!(
+                    "no WebSocket connection to {} within {}s (AGENTPACK_PROXY_WS_CONNECT_TIMEOUT_SECS)",
+                    shared.config.upstream_display(),
+                    connect_timeout.as_secs()
+                ),
+            ))
+        }
+    };
+    let handshake = async {
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(stream).await?;
+        tokio::spawn(connection.with_upgrades());
+        let mut headers = std::mem::take(&mut parts.headers);
+        forward::strip_hop_by_hop(&mut headers, true);
+        forward::set_host(&mut headers, &shared.config);
+        let mut upstream = Request::new(Full::new(body));
+        *upstream.method_mut() = parts.method.clone();
+        // The connection is the upstream's own: origin-form target (prefix, path, query).
+        *upstream.uri_mut() = target
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .parse()
+            .unwrap_or_default();
+        *upstream.headers_mut() = headers;
+        sender.send_request(upstream).await
+    };
+    let limit = shared.config.upstream_timeout.max(connect_timeout);
+    match tokio::time::timeout(limit, handshake).await {
+        Ok(Ok(response)) => Ok(response),
+        Ok(Err(error)) => Err(Refusal::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_unreachable",
+            format!(
+                "the WebSocket handshake with {} failed: {error}",
+                shared.config.upstream_display()
+            ),
+        )),
+        Err(_) => Err(Refusal::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "upstream_timeout",
+            format!(
+                "{} did not answer the WebSocket handshake within {}s",
+                shared.config.upstream_display(),
+                limit.as_secs()
+            ),
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::unistd::Pid;
 
-use super::LaunchCommand;
+use super::command::LaunchCommand;
 
 /// A forwardable signal that arrived before the child's pid was known.
 static PENDING: AtomicI32 = AtomicI32::new(0);

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::plan::Agent;
+use crate::agent::Agent;
 
 /// What a fingerprint is computed over.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,7 +157,7 @@ fn tree_metadata(hasher: &mut Sha256, root: &Path, cover: Cover) {
         !(matches!(cover, Cover::Overlay)
             && (meta.is_dir()
                 || (meta.is_symlink()
-                    && relative == crate::home_layer::AGY_OVERLAY_LINK.as_bytes())))
+                    && relative == crate::launch::home_layer::AGY_OVERLAY_LINK.as_bytes())))
     };
     let mut lines: Vec<(Vec<u8>, String)> = Vec::new();
     if covered(b"", &root_meta) {

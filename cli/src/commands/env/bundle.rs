@@ -5,7 +5,7 @@
 //! `agentpack.toml`, the unchanged `pack.lock` and the optional `contract.json`. Nothing else goes
 //! in: no bindings, caches, receipts, logs, auth or history.
 //!
-//! Export refuses (naming the item and the fix, writing nothing) what [`super::sharing`] finds,
+//! Export refuses (naming the item and the fix, writing nothing) what [`agentpack_builders::sharing`] finds,
 //! symlinked definition files, and an output file that exists. Import accepts only those regular
 //! files, each at most 4 MiB, once; it refuses links, devices, directories, traversal, unknown
 //! names, an unknown schema, digest mismatches and invalid definitions, validates in a private
@@ -27,10 +27,10 @@ use sha2::{Digest as _, Sha256};
 
 use super::definition::{self, DefinitionFiles, CONTRACT_FILE, MAX_FILE_BYTES};
 use super::offline::{self, StoreItem};
-use super::sharing;
 use crate::context::{Context, Home, LOCK_FILE, MANIFEST_FILE};
 use crate::env::{self, EnvVars};
 use crate::output;
+use agentpack_builders::sharing;
 
 /// The bundle's own description.
 pub const BUNDLE_JSON: &str = "bundle.json";
@@ -177,21 +177,15 @@ pub fn run_export(ctx: &Context, environments: &Path, args: &ExportArgs) -> Resu
         Vec::new()
     };
     let bytes = render(&files, &store_items)?;
-    let parent = output_path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut temp = tempfile::Builder::new()
-        .prefix(".agentpack-bundle-")
-        .tempfile_in(parent)
-        .with_context(|| format!("cannot write in {}", parent.display()))?;
-    std::io::Write::write_all(&mut temp, &bytes)?;
-    temp.as_file().sync_all()?;
-    temp.persist_noclobber(&output_path).map_err(|err| {
-        anyhow::Error::new(err.error).context(format!(
+    // 0600 and flushed, as the temp file it is made from always was; never replaces a file.
+    let options = agentpack_fs::WriteOptions::private_file()
+        .durability(agentpack_fs::Durability::File)
+        .temp(agentpack_fs::TempName::Prefix(".agentpack-bundle-"));
+    agentpack_fs::write_new_file(&output_path, &bytes, &options).with_context(|| {
+        format!(
             "cannot write {} (does it exist now?)",
             output_path.display()
-        ))
+        )
     })?;
     if ctx.says() {
         let mut names: Vec<String> = files
@@ -292,6 +286,26 @@ struct VerifiedBundle {
     payloads: BTreeMap<String, Vec<u8>>,
 }
 
+/// Checks that the bundle `shown` holds `path`, listed in `bundle.json` with `size` and `sha256`,
+/// with those bytes.
+fn check_listed(
+    shown: &std::path::Display<'_>,
+    entries: &BTreeMap<String, Vec<u8>>,
+    path: &str,
+    size: u64,
+    sha256: &str,
+) -> Result<()> {
+    let Some(bytes) = entries.get(path) else {
+        bail!("{shown}: {BUNDLE_JSON} lists `{path}`, which the bundle does not hold; nothing was written");
+    };
+    if bytes.len() as u64 != size || sha256_hex(bytes) != sha256.to_ascii_lowercase() {
+        bail!(
+            "{shown}: `{path}` does not match its SHA-256 in {BUNDLE_JSON} (the bundle is damaged or was changed); nothing was written\n  fix  get an intact copy, or re-export it"
+        );
+    }
+    Ok(())
+}
+
 /// Checks the entries against `bundle.json` and returns the definition they hold.
 fn verified_definition(
     bundle: &Path,
@@ -328,16 +342,7 @@ fn verified_definition(
                 file.path
             );
         }
-        let Some(bytes) = entries.get(&file.path) else {
-            bail!("{shown}: {BUNDLE_JSON} lists `{}`, which the bundle does not hold; nothing was written", file.path);
-        };
-        if bytes.len() as u64 != file.size || sha256_hex(bytes) != file.sha256.to_ascii_lowercase()
-        {
-            bail!(
-                "{shown}: `{}` does not match its SHA-256 in {BUNDLE_JSON} (the bundle is damaged or was changed); nothing was written\n  fix  get an intact copy, or re-export it",
-                file.path
-            );
-        }
+        check_listed(&shown, &entries, &file.path, file.size, &file.sha256)?;
     }
     let mut payloads = BTreeMap::new();
     for item in &description.store {
@@ -347,16 +352,7 @@ fn verified_definition(
                 item.path
             );
         }
-        let Some(bytes) = entries.get(&item.path) else {
-            bail!("{shown}: {BUNDLE_JSON} lists `{}`, which the bundle does not hold; nothing was written", item.path);
-        };
-        if bytes.len() as u64 != item.size || sha256_hex(bytes) != item.sha256.to_ascii_lowercase()
-        {
-            bail!(
-                "{shown}: `{}` does not match its SHA-256 in {BUNDLE_JSON} (the bundle is damaged or was changed); nothing was written\n  fix  get an intact copy, or re-export it",
-                item.path
-            );
-        }
+        check_listed(&shown, &entries, &item.path, item.size, &item.sha256)?;
     }
     if let Some(unlisted) = entries.keys().find(|name| !listed.contains(name.as_str())) {
         bail!("{shown}: `{unlisted}` is not listed in {BUNDLE_JSON}; nothing was written");

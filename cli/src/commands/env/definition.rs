@@ -18,7 +18,7 @@ use anyhow::{bail, Context as _, Result};
 use crate::context::{LOCK_FILE, MANIFEST_FILE};
 
 /// The optional contract's file name.
-pub const CONTRACT_FILE: &str = "contract.json";
+pub use agentpack_builders::contract::CONTRACT_FILE;
 
 /// The largest definition file accepted (the docs' import limit, applied to every copy).
 pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
@@ -120,7 +120,7 @@ fn read_definition_file(dir: &Path, name: &str) -> Result<Option<Vec<u8>>> {
 }
 
 /// Checks the definition in `dir` as a command will read it: the manifest and the lock parse and
-/// validate, the contract is a JSON object. Returns the manifest and the lock.
+/// validate, the contract validates. Returns the manifest and the lock.
 pub fn validate_dir(dir: &Path) -> Result<(Manifest, Option<Lockfile>)> {
     let manifest = Manifest::load(&dir.join(MANIFEST_FILE))?;
     let lock = Lockfile::load_if_exists(&dir.join(LOCK_FILE))?;
@@ -131,16 +131,13 @@ pub fn validate_dir(dir: &Path) -> Result<(Manifest, Option<Lockfile>)> {
     Ok((manifest, lock))
 }
 
-/// A contract is one JSON object (its checks belong to `preflight`).
+/// A contract validates as `preflight` reads it ([`agentpack_builders::contract::parse`]): a
+/// bundle or a definition with a contract preflight would refuse is refused here too.
 pub fn check_contract(bytes: &[u8], path: &Path) -> Result<()> {
-    match serde_json::from_slice::<serde_json::Value>(bytes) {
-        Ok(serde_json::Value::Object(_)) => Ok(()),
-        Ok(_) => bail!(
-            "{} is not a contract: it must be a JSON object\n  fix  correct it, or remove it",
-            path.display()
-        ),
+    match agentpack_builders::contract::parse(bytes) {
+        Ok(_) => Ok(()),
         Err(err) => bail!(
-            "{} is not valid JSON: {err}\n  fix  correct it, or remove it",
+            "{} is not a valid contract: {err}\n  fix  correct that entry (docs/src/preflight.md has the schema), or remove it",
             path.display()
         ),
     }

@@ -10,13 +10,10 @@
 //! Never writes into a checkout or a source project: only the environments directory and the
 //! bindings under `AGENTPACK_HOME`.
 
-pub mod binding;
 pub mod bundle;
 pub mod definition;
-pub mod location;
 pub mod offline;
 pub mod restore;
-pub mod sharing;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -26,9 +23,10 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use crate::context::{Context, Home, LOCK_FILE};
+use crate::environment::binding::{self, Binding};
+use crate::environment::location;
 use crate::output;
 use crate::project::Project;
-use binding::Binding;
 use definition::{DefinitionFiles, CONTRACT_FILE};
 
 #[derive(Debug, Args)]
@@ -296,32 +294,27 @@ fn run_status(ctx: &Context) -> Result<ExitCode> {
         path.as_ref()
             .map_or_else(|| "(none)".to_owned(), |p| p.display().to_string())
     };
-    let mut text = String::new();
-    text.push_str(&format!(
-        "definition root  {}\n",
-        status.definition_root.display()
-    ));
-    text.push_str(&format!(
-        "workspace        {}\n",
-        status.workspace.display()
-    ));
-    text.push_str(&format!("because          {}\n", status.reason));
+    let mut rows = vec![
+        (
+            "definition root",
+            status.definition_root.display().to_string(),
+        ),
+        ("workspace", status.workspace.display().to_string()),
+        ("because", status.reason.to_string()),
+    ];
     if let Some(environment) = &status.environment {
-        text.push_str(&format!("environment      {environment}\n"));
+        rows.push(("environment", environment.to_string()));
     }
-    text.push_str(&format!("lock             {}\n", optional(&status.lock)));
-    text.push_str(&format!(
-        "contract         {}\n",
-        optional(&status.contract)
-    ));
-    text.push_str(&format!(
-        "state            {}\n",
-        status.state_dir.display()
-    ));
-    text.push_str(&format!(
-        "staging root     {}\n",
-        status.staging_root.display()
-    ));
+    rows.extend([
+        ("lock", optional(&status.lock)),
+        ("contract", optional(&status.contract)),
+        ("state", status.state_dir.display().to_string()),
+        ("staging root", status.staging_root.display().to_string()),
+    ]);
+    let text: String = rows
+        .iter()
+        .map(|(label, value)| format!("{label:<17}{value}\n"))
+        .collect();
     output::stdout(&text)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -3,8 +3,9 @@
 //! servers) with no GitHub and no npm registry.
 //!
 //! Two kinds of item, each a zstd-compressed entry under `store/` listed in `bundle.json` with its
-//! size and SHA-256: a locked package's tree (a tar of the verified cache slot) and an npm tarball
-//! of a locked MCP server tree (as the registry served it). Import trusts neither the bundle nor
+//! size and SHA-256: a locked package's tree (the verified cache slot in the archive format OCI
+//! artifacts use, `agentpack_builders::oci::archive`: a deterministic tar+zstd, read back through
+//! the safe extractor) and an npm tarball of a locked MCP server tree (as the registry served it). Import trusts neither the bundle nor
 //! `bundle.json` for what content is: a package tree must hash to the `content_hash` its module has
 //! in the bundle's `pack.lock`, a tarball must match the lock's SRI integrity, all of them before
 //! anything is published; then packages are published through the store's package publication
@@ -17,13 +18,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read as _;
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 
 use agentpack_builders::npm::exec_spec::ExecSpec;
 use agentpack_builders::npm::integrity;
 use agentpack_builders::npm::registry::{tarball_url, RegistryClient};
 use agentpack_builders::npm::tree::{applies_on, node_platform, package_name_at};
 use agentpack_builders::npm::tree_store::{tree_pointer, unpack_tarball_limited};
+use agentpack_builders::oci::archive::{self, Compression};
 use agentpack_builders::package_store::{PackageStore, SlotCheck, TreeMatch};
 use agentpack_lockfile::Lockfile;
 use agentpack_store::Store;
@@ -36,8 +38,6 @@ pub const STORE_DIR: &str = "store";
 pub const MAX_ITEM_BYTES: u64 = 256 * 1024 * 1024;
 /// The largest a store item may be once decompressed.
 const MAX_UNPACKED_BYTES: u64 = 1024 * 1024 * 1024;
-/// The zstd level items are compressed with.
-const ZSTD_LEVEL: i32 = 9;
 
 /// One store item, as `bundle.json` lists it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -85,7 +85,7 @@ pub fn is_store_entry(name: &str) -> bool {
 }
 
 fn zstd_compress(bytes: &[u8]) -> Result<Vec<u8>> {
-    zstd::encode_all(bytes, ZSTD_LEVEL).context("cannot compress a store item")
+    zstd::encode_all(bytes, archive::ZSTD_LEVEL).context("cannot compress a store item")
 }
 
 fn zstd_decompress(bytes: &[u8], shown: &str) -> Result<Vec<u8>> {
@@ -100,117 +100,6 @@ fn zstd_decompress(bytes: &[u8], shown: &str) -> Result<Vec<u8>> {
         bail!("{shown} decompresses to over {MAX_UNPACKED_BYTES} bytes; nothing was written");
     }
     Ok(out)
-}
-
-/// A tar of the tree at `root`: directories, regular files (mode 0644, the store keeps execute
-/// bits apart) and symlinks, sorted, with no owner or time.
-fn tar_tree(root: &Path) -> Result<Vec<u8>> {
-    let mut builder = tar::Builder::new(Vec::new());
-    let mut pending = vec![PathBuf::new()];
-    while let Some(relative) = pending.pop() {
-        let dir = root.join(&relative);
-        let mut entries: Vec<_> = fs_err::read_dir(&dir)?
-            .map(|entry| entry.map(|e| e.file_name()))
-            .collect::<std::io::Result<_>>()?;
-        entries.sort();
-        for name in entries.into_iter().rev() {
-            let relative = relative.join(&name);
-            let path = root.join(&relative);
-            let meta = fs_err::symlink_metadata(&path)?;
-            let mut header = tar::Header::new_gnu();
-            header.set_mtime(0);
-            header.set_uid(0);
-            header.set_gid(0);
-            if meta.file_type().is_symlink() {
-                let target = fs_err::read_link(&path)?;
-                header.set_entry_type(tar::EntryType::Symlink);
-                header.set_size(0);
-                header.set_mode(0o777);
-                builder.append_link(&mut header, &relative, &target)?;
-            } else if meta.is_dir() {
-                header.set_entry_type(tar::EntryType::Directory);
-                header.set_size(0);
-                header.set_mode(0o755);
-                builder.append_data(&mut header, &relative, std::io::empty())?;
-                pending.push(relative);
-            } else if meta.is_file() {
-                let bytes = fs_err::read(&path)?;
-                header.set_entry_type(tar::EntryType::Regular);
-                header.set_size(bytes.len() as u64);
-                header.set_mode(0o644);
-                builder.append_data(&mut header, &relative, bytes.as_slice())?;
-            }
-        }
-    }
-    Ok(builder.into_inner()?)
-}
-
-/// Unpacks a package tar written by [`tar_tree`] into `dest`: directories, regular files and
-/// symlinks that stay inside the package; anything else, or a path leaving `dest`, is refused.
-fn untar_tree(bytes: &[u8], dest: &Path, shown: &str) -> Result<()> {
-    let refuse = |name: &str, why: &str| -> anyhow::Error {
-        anyhow::anyhow!("{shown}: the entry `{name}` {why}; nothing was written")
-    };
-    fs_err::create_dir_all(dest)?;
-    let mut links = Vec::new();
-    let mut archive = tar::Archive::new(bytes);
-    for entry in archive
-        .entries()
-        .with_context(|| format!("{shown} is not a tar archive"))?
-    {
-        let mut entry = entry.with_context(|| format!("{shown} is a damaged tar archive"))?;
-        let relative = entry.path()?.into_owned();
-        let name = relative.display().to_string();
-        if !relative
-            .components()
-            .all(|c| matches!(c, Component::Normal(_)))
-        {
-            return Err(refuse(&name, "is not a plain relative path"));
-        }
-        let path = dest.join(&relative);
-        match entry.header().entry_type() {
-            tar::EntryType::Directory => fs_err::create_dir_all(&path)?,
-            tar::EntryType::Regular | tar::EntryType::Continuous => {
-                if let Some(parent) = path.parent() {
-                    fs_err::create_dir_all(parent)?;
-                }
-                let mut content = Vec::new();
-                (&mut entry)
-                    .take(MAX_UNPACKED_BYTES)
-                    .read_to_end(&mut content)?;
-                fs_err::write(&path, content)?;
-            }
-            tar::EntryType::Symlink => {
-                let target = entry
-                    .link_name()?
-                    .map(|t| t.into_owned())
-                    .ok_or_else(|| refuse(&name, "is a link without a target"))?;
-                let mut depth = relative.components().count() - 1;
-                let mut inside = !target.is_absolute();
-                for component in target.components() {
-                    match component {
-                        Component::ParentDir if depth == 0 => inside = false,
-                        Component::ParentDir => depth -= 1,
-                        Component::Normal(_) => depth += 1,
-                        _ => {}
-                    }
-                }
-                if !inside {
-                    return Err(refuse(&name, "is a link leaving the package"));
-                }
-                links.push((path, target));
-            }
-            _ => return Err(refuse(&name, "is not a file, directory or link")),
-        }
-    }
-    for (path, target) in links {
-        if let Some(parent) = path.parent() {
-            fs_err::create_dir_all(parent)?;
-        }
-        std::os::unix::fs::symlink(&target, &path)
-            .with_context(|| format!("cannot make the link {}", path.display()))?;
-    }
-    Ok(())
 }
 
 /// The store items of environment `name`'s lock: every locked package from its verified cache
@@ -235,7 +124,7 @@ pub fn collect(store: &Store, lock: &Lockfile, name: &str) -> Result<Vec<(StoreI
             .store_path_of(&slot)
             .map(|path| store.source_executables(&path))
             .unwrap_or_default();
-        let bytes = zstd_compress(&tar_tree(&slot)?)?;
+        let bytes = archive::tree_tar_zstd(&slot, &executables.iter().cloned().collect())?;
         items.push((
             item(
                 format!("{STORE_DIR}/package-{index}.tar.zst"),
@@ -324,6 +213,7 @@ pub fn import(
     bundle: &Path,
 ) -> Result<Imported> {
     let scratch = PackageStore::scratch(store)?;
+    let limits = crate::env::limits()?;
     let mut packages = Vec::new();
     let mut tarballs: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let locked_integrities: BTreeSet<&str> = lock
@@ -336,7 +226,6 @@ pub fn import(
         let compressed = payloads
             .get(&item.path)
             .with_context(|| format!("{shown} is missing; nothing was written"))?;
-        let bytes = zstd_decompress(compressed, &shown)?;
         match &item.content {
             StoreContent::Package {
                 module,
@@ -354,7 +243,16 @@ pub fn import(
                     bail!("{shown}: {module} has no content hash in pack.lock to verify it against; nothing was written");
                 };
                 let tree = scratch.path().join(index.to_string());
-                untar_tree(&bytes, &tree, &shown)?;
+                archive::read_tree(
+                    compressed.as_slice(),
+                    Compression::Zstd,
+                    &tree,
+                    &limits,
+                    &shown,
+                )
+                .map_err(|error| {
+                    anyhow::anyhow!("{shown} cannot be unpacked: {error}; nothing was written")
+                })?;
                 if let TreeMatch::Mismatch { actual } =
                     PackageStore::verify_tree(store, &tree, expected)?
                 {
@@ -372,6 +270,7 @@ pub fn import(
                 if !locked_integrities.contains(declared.as_str()) {
                     bail!("{shown} holds {package}@{version}, which no MCP server tree in pack.lock pins; nothing was written");
                 }
+                let bytes = zstd_decompress(compressed, &shown)?;
                 integrity::check(declared, &bytes).map_err(|error| {
                     anyhow::anyhow!(
                         "{shown}: {package}@{version} does not match its integrity in pack.lock: {error}; nothing was written\n  fix  get an intact copy, or re-export it"
@@ -398,7 +297,6 @@ pub fn import(
         PackageStore::record_executables(store, &slot, &executables.into_iter().collect())?;
         imported.packages += 1;
     }
-    let limits = crate::env::limits()?;
     let (os, cpu) = node_platform();
     for record in &lock.mcp_servers {
         let Some(spec) = ExecSpec::from_record(record) else {
@@ -452,10 +350,11 @@ pub fn import(
 fn point_at(pointer: &Path, target: &Path) -> Result<()> {
     let dir = pointer.parent().unwrap_or(Path::new("."));
     fs_err::create_dir_all(dir)?;
-    let temp = dir.join(format!(".import.{}", std::process::id()));
-    let _ = std::fs::remove_file(&temp);
-    std::os::unix::fs::symlink(target, &temp)
-        .with_context(|| format!("cannot make the link {}", temp.display()))?;
-    fs_err::rename(&temp, pointer)?;
+    agentpack_fs::write_symlink(
+        target,
+        pointer,
+        agentpack_fs::TempName::Prefix(".import."),
+        agentpack_fs::Durability::None,
+    )?;
     Ok(())
 }

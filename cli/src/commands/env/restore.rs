@@ -9,15 +9,15 @@
 
 use std::process::ExitCode;
 
-use agentpack_builders::fetch::{fetch_lock, FetchOptions};
+use agentpack_builders::project::ResolvePolicy;
 use agentpack_lockfile::manifest::{Dependency, Pin};
 use agentpack_lockfile::{Lockfile, Manifest};
 use anyhow::{bail, Result};
 
 use crate::context::{Context, RootsSource, LOCK_FILE};
 use crate::output;
+use crate::pipeline::{self, stage};
 use crate::project::Project;
-use crate::session;
 
 /// Why a lock does not match its manifest: one line per difference.
 pub fn lock_mismatches(manifest: &Manifest, lock: &Lockfile) -> Vec<String> {
@@ -59,9 +59,16 @@ pub fn lock_mismatches(manifest: &Manifest, lock: &Lockfile) -> Vec<String> {
         }
         match lock.mcp_server(name) {
             None => found.push(format!("MCP server {name} has no record in pack.lock")),
-            Some(record) if record.definition != server.definition_digest() => found.push(format!(
-                "MCP server {name} changed since pack.lock recorded it"
-            )),
+            Some(record)
+                if !agentpack_builders::mcp_lock::definition_matches(
+                    &record.definition,
+                    server,
+                ) =>
+            {
+                found.push(format!(
+                    "MCP server {name} changed since pack.lock recorded it"
+                ));
+            }
             Some(_) => {}
         }
     }
@@ -81,22 +88,23 @@ fn lock_fix(project: &Project) -> String {
 
 pub fn run_restore(ctx: &Context) -> Result<ExitCode> {
     let project = Project::discover(ctx)?;
-    let manifest = project.load_manifest()?;
+    let session = pipeline::open(&project)?;
+    let manifest = session.manifest();
     let fix = lock_fix(&project);
-    let Some(lock) = Lockfile::load_if_exists(&project.lock_path)? else {
+    let Some(lock) = session.files().lock()? else {
         bail!(
             "no {LOCK_FILE} in {}: restore stages exactly what a lock pins\n  fix  run `{fix}` where the definition lives, then restore",
             project.root.display()
         );
     };
-    let mode = crate::commands::sync::mode_name(ctx).to_owned();
+    let mode = pipeline::mode_name(ctx).to_owned();
     if manifest.mode(&mode).is_none() {
         bail!(
             "mode `{mode}` is not declared in agentpack.toml (declared: {})\n  fix  pick one with --mode",
             manifest.mode_names().join(", ")
         );
     }
-    let mismatches = lock_mismatches(&manifest, &lock);
+    let mismatches = lock_mismatches(manifest, &lock);
     if !mismatches.is_empty() {
         bail!(
             "{} does not match its agentpack.toml; restore never rewrites the lock:\n  {}\n  fix  run `{fix}` where the definition lives, then restore",
@@ -116,40 +124,17 @@ pub fn run_restore(ctx: &Context) -> Result<ExitCode> {
             unverified.join(", ")
         );
     }
-    let store = session::open_store(&project.home)?;
-    let github = session::github(&store)?;
-    let outcome = fetch_lock(
-        &lock,
-        &project.root,
-        &project.home.root,
-        &github.fetcher,
-        store.as_ref(),
-        FetchOptions { repair: false },
-    )?;
-    for warning in &outcome.warnings {
-        output::warn(warning);
-    }
+    let outcome = session.resolve(&ResolvePolicy::Frozen, None);
+    pipeline::say_warnings(&session);
+    let outcome = outcome?;
     if !outcome.updated_entries.is_empty() {
-        let changed: Vec<&str> = outcome
-            .updated_entries
-            .iter()
-            .map(|entry| entry.module.as_str())
-            .collect();
         bail!(
             "the files of {} changed since {} was written; restore never rewrites the lock\n  fix  run `{fix}` where the definition lives, then restore",
-            changed.join(", "),
+            outcome.updated_entries.join(", "),
             project.lock_path.display()
         );
     }
-    let staged = crate::commands::sync::stage_locked(
-        ctx,
-        &project,
-        &manifest,
-        &lock,
-        &outcome.slots,
-        &store,
-    )?;
-    session::flush_store_warnings(&store);
+    let staged = stage::stage_frozen(ctx, &project, &session, &outcome)?;
     if ctx.json {
         output::json(&serde_json::json!({
             "mode": mode,

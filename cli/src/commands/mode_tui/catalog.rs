@@ -10,10 +10,10 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use agentpack_harness::artifact::{self, ArtifactKind};
-use agentpack_harness::home_layer::AGY_OVERLAY_LINK;
-use agentpack_harness::mcp::McpSource;
-use agentpack_harness::tree::PackageTree;
+use agentpack_harness::input::artifact::{self, ArtifactKind};
+use agentpack_harness::input::tree::PackageTree;
+use agentpack_harness::launch::home_layer::AGY_OVERLAY_LINK;
+use agentpack_harness::render::mcp::McpSource;
 use agentpack_harness::{
     collect_mcp_servers, render_generation, Agent, ModeFilter, OverlayInput, PackageInput,
     PathFilter, RenderOptions, StageInputs,
@@ -49,19 +49,8 @@ impl ProjectContent {
         for package in &lock.packages {
             let slot = cache.join(package.cache_key.as_str());
             match fs_err::canonicalize(&slot) {
-                Ok(root) if root.is_dir() => packages.push(PackageInput {
-                    module: package.module.as_str().to_owned(),
-                    cache_key: package.cache_key.as_str().to_owned(),
-                    owner: package.owner.clone(),
-                    repo: package.repo.clone(),
-                    path: package.path.clone(),
-                    commit: package.commit.as_str().to_owned(),
-                    kind: package.kind.clone(),
-                    root,
-                    filter: PathFilter::all(),
-                    // Only the execute bit of staged files depends on it: not shown here.
-                    executables: Default::default(),
-                }),
+                // No executables: only the execute bit of staged files depends on them, not shown here.
+                Ok(root) if root.is_dir() => packages.push(PackageInput::locked(package, root)),
                 _ => missing.push(package.module.as_str().to_owned()),
             }
         }

@@ -119,7 +119,7 @@ fn save(project: &Project, editor: &Editor) -> Result<Saved> {
     agentpack_lockfile::write_if_changed(&project.manifest_path, text.as_bytes())?;
     for op in editor.ops() {
         if let Op::Delete { name } = op {
-            crate::commands::mode::forget_mode_generations(project, name)?;
+            crate::mode_generations::forget(project, name)?;
         }
     }
     Ok(Saved {

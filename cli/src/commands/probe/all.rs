@@ -7,14 +7,14 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agentpack_harness::launch::LaunchError;
+use agentpack_harness::launch::command::LaunchError;
 use agentpack_harness::Agent;
 use anyhow::Result;
 use serde::Serialize;
 
 use super::Probe;
-use crate::commands::preflight::Policy;
 use crate::context::Context;
+use crate::evidence::policy::Policy;
 use crate::output;
 
 /// What probing one agent gave.

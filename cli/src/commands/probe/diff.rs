@@ -18,9 +18,9 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::receipt;
 use super::ProbeArgs;
 use crate::context::Context;
+use crate::evidence::receipt;
 use crate::output;
 use crate::project::Project;
 
@@ -255,9 +255,18 @@ pub fn diff(a: &Value, b: &Value) -> ReceiptDiff {
         });
     }
     let artifact_key = |v: &Value| vec![text(&v["category"]), text(&v["scope"]), text(&v["name"])];
+    // Both scopes a receipt observes (its own and `other_scopes`): the key holds the scope.
+    let observed = |r: &Value| {
+        Value::Array(
+            ["artifacts", "other_scopes"]
+                .iter()
+                .flat_map(|key| r["catalog"][key].as_array().cloned().unwrap_or_default())
+                .collect(),
+        )
+    };
     let artifacts = list_deltas(
-        &a["catalog"]["artifacts"],
-        &b["catalog"]["artifacts"],
+        &observed(a),
+        &observed(b),
         &artifact_key,
         &["category", "scope", "name"],
     )

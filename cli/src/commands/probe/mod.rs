@@ -1,27 +1,33 @@
 //! `agentpack probe --agent claude|codex|opencode`: runs the real client against what the mode's
 //! generation staged and writes a receipt of what the client itself lists.
 //!
-//! OpenCode: `debug skill` sampled [`OPENCODE_SKILL_SAMPLES`] times, `debug config` and `debug
-//! agent NAME` per staged agent, concurrently, with a disposable home and `OPENCODE_CONFIG_DIR` a
-//! regular-file copy of the staged OpenCode tree (controlled projection, outside the checkout;
-//! Codex likewise). [`all`] probes every installed agent at once (`probe --all`, `sync --probe`).
-//! Claude Code: the print-mode `init` event of a session started in the checkout (workspace
-//! session), with the staged bundle as `--plugin-dir`, a dummy key and `ANTHROPIC_BASE_URL` at a
-//! closed port on 127.0.0.1, stopped as soon as the init event is read; then `plugin validate
-//! --json` of the bundle (controlled projection, the catalog's `other_scopes`). Codex: `debug
-//! prompt-input` with a disposable `HOME`/`CODEX_HOME` holding a regular-file copy of the staged
-//! Codex home (controlled projection). It never stages (a missing staged tree is an error naming
-//! `agentpack sync`), never makes a model request, never reads the user's own agent configuration
-//! (the client's HOME is a disposable directory), and takes no project lock.
+//! OpenCode: `debug skill` sampled [`OPENCODE_SKILL_SAMPLES`] times (or
+//! `AGENTPACK_PROBE_OPENCODE_SAMPLES`), `debug config` and `debug agent NAME` per staged agent,
+//! a bounded number at once ([`sampling`]), each within the per-call timeout and all within the
+//! total, with a disposable home and `OPENCODE_CONFIG_DIR` a regular-file copy of the staged
+//! OpenCode tree (controlled projection, outside the checkout). [`all`] probes every installed
+//! agent at once (`probe --all`, `sync --probe`). Claude Code: the print-mode `init` event of a
+//! session started in the checkout (workspace session), with the staged bundle as `--plugin-dir`,
+//! a dummy key and `ANTHROPIC_BASE_URL` at a closed port on 127.0.0.1, stopped as soon as the init
+//! event is read; then `plugin validate --json` and `plugin details` of the bundle ([`details`];
+//! controlled projection, the catalog's `other_scopes` and `properties`). Codex: `debug
+//! prompt-input` with [`CODEX_SETTINGS`] and a disposable `HOME`/`CODEX_HOME` holding a
+//! regular-file copy of the staged Codex home, outside the checkout (controlled projection), then
+//! the same in the checkout (workspace session, `other_scopes`). It never stages (a missing staged
+//! tree is an error naming `agentpack sync`), never makes a model request, never reads the user's
+//! own agent configuration (the client's HOME is a disposable directory), and takes no project
+//! lock. Every receipt is bound to a policy (`--policy`, `local` when not given) and records the
+//! agent's capability revision.
 //!
 //! Exit codes: 0 the probe observed a catalog, 4 the client's version is not one the parser was
 //! validated on, 5 the client failed, hung or printed something the parser does not read.
 
 pub mod all;
+pub mod details;
 pub mod diff;
 pub mod parse;
 pub mod process;
-pub mod receipt;
+pub mod sampling;
 pub mod support;
 
 use std::path::{Path, PathBuf};
@@ -34,14 +40,14 @@ use anyhow::{Context as _, Result};
 use clap::Args;
 use sha2::{Digest as _, Sha256};
 
-use crate::commands::preflight::identity;
 use crate::context::Context;
 use crate::env::{self, EnvVars};
+use crate::evidence::identity::{self, current_identities};
 use crate::output;
 use crate::project::Project;
 
+use crate::evidence::receipt::{self, Client, Receipt};
 use parse::{Catalog, ParseFailure};
-use receipt::{BoundIdentities, Client, Receipt};
 
 /// The capture bound of each stream.
 pub const CAPTURE_BOUND: usize = 4 * 1024 * 1024;
@@ -51,7 +57,7 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
     /// The agent to probe (the mode is the global `--mode`).
-    #[arg(long, value_parser = ["claude", "codex", "opencode"], required_unless_present = "all")]
+    #[arg(long, value_parser = PROBED_NAMES, required_unless_present = "all")]
     pub agent: Option<String>,
     /// Probe every installed supported agent (claude, codex, opencode) in parallel and print one
     /// table; each probe writes its receipt.
@@ -60,37 +66,7 @@ pub struct ProbeArgs {
     /// Bind the receipt to this policy (with the global `--strict-external` and the bytes of
     /// contract.json beside the definition): only a preflight under the same policy attaches it.
     #[arg(long, value_enum)]
-    pub policy: Option<crate::commands::preflight::Policy>,
-}
-
-/// The identities of the current inputs, as preflight computes them.
-pub(crate) fn current_identities(
-    project: &Project,
-    manifest_bytes: &[u8],
-    lock_bytes: Option<&[u8]>,
-    mode: &str,
-    staged: Option<&Path>,
-) -> BoundIdentities {
-    let home = env::var(EnvVars::HOME).map(PathBuf::from);
-    let config_home = env::var(EnvVars::XDG_CONFIG_HOME)
-        .map(PathBuf::from)
-        .or_else(|| home.as_ref().map(|h| h.join(".config")));
-    let places =
-        identity::fingerprint_places(&project.workspace, home.as_deref(), config_home.as_deref());
-    let staged_generation =
-        staged.and_then(|target| target.file_name().map(|n| n.to_string_lossy().into_owned()));
-    let cache_dir = project.home.root.join("cache");
-    BoundIdentities {
-        source: identity::source_identity(manifest_bytes, lock_bytes),
-        lock: identity::lock_identity(lock_bytes),
-        mode: mode.to_owned(),
-        workspace_inputs: identity::workspace_input_digest(&places).ok(),
-        generation: staged_generation
-            .as_deref()
-            .and_then(|name| identity::generation_digest(name, &cache_dir)),
-        staged_generation,
-        policy: None,
-    }
+    pub policy: Option<crate::evidence::policy::Policy>,
 }
 
 pub fn run(ctx: &Context, args: &ProbeArgs) -> Result<ExitCode> {
@@ -117,6 +93,9 @@ pub fn run(ctx: &Context, args: &ProbeArgs) -> Result<ExitCode> {
 /// The agents a probe can observe.
 pub const PROBED: [Agent; 3] = [Agent::Claude, Agent::Codex, Agent::OpenCode];
 
+/// Their names, as `--agent` and receipts spell them.
+pub const PROBED_NAMES: [&str; 3] = ["claude", "codex", "opencode"];
+
 /// The exit code of a probe that ended with `status`.
 fn status_exit(status: &str) -> u8 {
     match status {
@@ -130,10 +109,10 @@ fn status_exit(status: &str) -> u8 {
 /// override, then `PATH`).
 pub(crate) fn client_program(
     agent: Agent,
-) -> Result<PathBuf, agentpack_harness::launch::LaunchError> {
-    agentpack_harness::launch::resolve_binary(
+) -> Result<PathBuf, agentpack_harness::launch::command::LaunchError> {
+    agentpack_harness::launch::command::resolve_binary(
         agent,
-        std::env::var_os(agentpack_harness::launch::path_override_var(agent)).as_deref(),
+        std::env::var_os(agentpack_harness::launch::command::path_override_var(agent)).as_deref(),
         std::env::var_os("PATH").as_deref(),
     )
 }
@@ -150,11 +129,7 @@ pub struct Probe {
 /// The skills (and for Claude Code and OpenCode the commands and agents) the staged tree holds
 /// for `agent`: what its probe can list.
 fn staged_artifacts(agent: Agent, staged: &Path) -> Vec<(String, String)> {
-    let root = match agent {
-        Agent::Claude => agentpack_harness::launch::claude_bundle(staged),
-        Agent::Codex => staged.join("codex-home"),
-        _ => staged.join("opencode"),
-    };
+    let root = staged.join(agent.profile().staged_root);
     let names = |dir: &str, markdown_files: bool| -> Vec<String> {
         let mut names: Vec<String> = fs_err::read_dir(root.join(dir))
             .into_iter()
@@ -176,7 +151,7 @@ fn staged_artifacts(agent: Agent, staged: &Path) -> Vec<(String, String)> {
         .into_iter()
         .map(|n| ("skill".to_owned(), n))
         .collect();
-    if agent != Agent::Codex {
+    if parse::adapter(agent).is_some_and(|a| a.lists_commands_and_agents) {
         expected.extend(
             names("commands", true)
                 .into_iter()
@@ -197,7 +172,7 @@ fn staged_artifacts(agent: Agent, staged: &Path) -> Vec<(String, String)> {
 pub fn probe_agent(
     ctx: &Context,
     agent: Agent,
-    policy: Option<crate::commands::preflight::Policy>,
+    policy: Option<crate::evidence::policy::Policy>,
 ) -> Result<Probe> {
     let project = Project::discover(ctx)?;
     let manifest_bytes = agentpack_lockfile::read_regular_file(&project.manifest_path)
@@ -207,11 +182,11 @@ pub fn probe_agent(
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
         Err(err) => {
             return Err(anyhow::Error::new(err)
-                .context(format!("cannot read {}", project.lock_path.display())))
+                .context(format!("cannot read {}", project.lock_path.display())));
         }
     };
     let manifest = project.load_manifest()?;
-    let mode = crate::commands::sync::resolve_mode(ctx, &manifest)?;
+    let mode = crate::pipeline::resolve_mode(ctx, &manifest)?;
     let Some(staged) = ModePointer::new(&project.staging_root, &mode.dir)
         .current()
         .filter(|target| target.is_dir())
@@ -229,15 +204,18 @@ pub fn probe_agent(
         &mode.name,
         Some(&staged),
     );
-    if let Some(policy) = policy {
-        let contract = project.root.join(crate::commands::preflight::CONTRACT_FILE);
+    // A probe without `--policy` is bound to the default policy (`local`): a receipt fits only the
+    // policy, strictness and contract it was made under.
+    {
+        let policy = policy.unwrap_or(crate::evidence::policy::Policy::Local);
+        let contract = project.root.join(crate::evidence::policy::CONTRACT_FILE);
         let contract_bytes = match agentpack_lockfile::read_regular_file(&contract) {
             Ok(bytes) => Some(bytes),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
             Err(err) => {
                 return Err(
                     anyhow::Error::new(err).context(format!("cannot read {}", contract.display()))
-                )
+                );
             }
         };
         identities.policy = Some(identity::policy_digest(
@@ -262,6 +240,17 @@ pub fn probe_agent(
             )
         })?,
     });
+    let total = match env::var(EnvVars::AGENTPACK_PROBE_TOTAL_TIMEOUT_SECS) {
+        None => Duration::from_secs(DEFAULT_TOTAL_TIMEOUT_SECS).max(timeout),
+        Some(text) => Duration::from_secs(text.trim().parse().ok().filter(|secs| *secs > 0).ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} is `{text}`, not a whole number of seconds above 0\n  fix  set it to a number such as 300, or unset it",
+                EnvVars::AGENTPACK_PROBE_TOTAL_TIMEOUT_SECS
+            )
+        })?),
+    };
+    let deadline = std::time::Instant::now() + total;
+    let samples = opencode_samples()?;
     let scratch = tempfile::Builder::new()
         .prefix("agentpack-probe-")
         .tempdir()
@@ -282,9 +271,12 @@ pub fn probe_agent(
             .env("TMPDIR", scratch.path());
         command
     };
-    let (scope, version, captured, parsed) = match agent {
-        Agent::Claude => {
-            let bundle = agentpack_harness::launch::claude_bundle(&staged);
+    let Some(adapter) = parse::adapter(agent) else {
+        anyhow::bail!("`{agent}` cannot be probed (claude, codex, opencode)")
+    };
+    let (scope, version, captured, parsed) = match adapter.client {
+        parse::Client::ClaudeInit => {
+            let bundle = agentpack_harness::launch::command::claude_bundle(&staged);
             let mut command = base(&program, &project.workspace);
             command
                 .args(["-p", "hi", "--output-format", "stream-json", "--verbose"])
@@ -294,7 +286,7 @@ pub fn probe_agent(
             if let Some(settings) = fs_err::read_to_string(bundle.join("agentpack-settings.json"))
                 .ok()
                 .as_deref()
-                .and_then(agentpack_harness::launch::inline_settings)
+                .and_then(agentpack_harness::launch::command::inline_settings)
             {
                 command.arg("--settings").arg(settings);
             }
@@ -324,32 +316,105 @@ pub fn probe_agent(
                     captured.termination = run.termination;
                 } else {
                     match parse::claude_validate(&run.stdout) {
-                        Ok(observed) => catalog.other_scopes = observed,
+                        Ok(observed) => {
+                            let mut command = base(&program, &outside);
+                            command
+                                .arg("--plugin-dir")
+                                .arg(&bundle)
+                                .args(["plugin", "details", details::BUNDLE])
+                                .env(
+                                    "ANTHROPIC_BASE_URL",
+                                    format!("http://127.0.0.1:{}", closed_port()?),
+                                )
+                                .env("DISABLE_AUTOUPDATER", "1")
+                                .env("DISABLE_TELEMETRY", "1");
+                            let run = process::run(command, timeout, CAPTURE_BOUND, &|_| false)?;
+                            captured
+                                .stdout
+                                .extend_from_slice(b"\n== claude plugin details\n");
+                            captured.stdout.extend_from_slice(&run.stdout);
+                            captured.stderr.extend_from_slice(&run.stderr);
+                            if run.termination.how == "timed_out" || run.termination.truncated {
+                                captured.termination = run.termination;
+                            } else {
+                                match details::observe(observed, &run) {
+                                    Ok((other_scopes, property)) => {
+                                        catalog.other_scopes = other_scopes;
+                                        catalog.properties.push(property);
+                                    }
+                                    Err(failure) => parsed = Err(failure),
+                                }
+                            }
+                        }
                         Err(failure) => parsed = Err(failure),
                     }
                 }
             }
             ("workspace_session", version, captured, parsed)
         }
-        Agent::Codex => {
-            let codex_home = scratch.path().join("codex-home");
-            copy_regular(&staged.join("codex-home"), &codex_home)?;
-            let with_home = |args: &[&str]| {
-                let mut command = base(&program, &outside);
-                command.args(args).env("CODEX_HOME", &codex_home);
+        parse::Client::CodexPromptInput => {
+            // Two regular-file copies of the staged home: the controlled projection's and the
+            // workspace session's (each run may write into its own).
+            let projection_home = scratch.path().join("codex-home");
+            copy_regular(&staged.join("codex-home"), &projection_home)?;
+            let session_home = scratch.path().join("codex-session-home");
+            copy_regular(&staged.join("codex-home"), &session_home)?;
+            let in_dir = |cwd: &Path, codex_home: &Path, args: &[&str]| {
+                let mut command = base(&program, cwd);
+                command.args(args).env("CODEX_HOME", codex_home);
                 command
             };
-            let (version, captured) =
-                versioned(&with_home, &["debug", "prompt-input", "hi"], timeout)?;
-            let parsed = match &version {
-                Some(v) => parse::codex_prompt_input(&captured.stdout, v),
+            // `debug prompt-input` takes the settings itself (`--version` is run bare).
+            let mut prompt_input = vec!["debug", "prompt-input"];
+            for setting in CODEX_SETTINGS {
+                prompt_input.extend(["-c", setting]);
+            }
+            prompt_input.push("hi");
+            let (version, mut captured) = versioned(
+                &|args| in_dir(&outside, &projection_home, args),
+                &prompt_input,
+                timeout,
+            )?;
+            let mut parsed = match &version {
+                Some(v) => parse::codex_prompt_input(
+                    &captured.stdout,
+                    v,
+                    &projection_home.join("skills"),
+                    "controlled_projection",
+                ),
                 None => Err(ParseFailure::Malformed(
                     "`codex --version` printed no version".to_owned(),
                 )),
             };
+            // The workspace session: the same in the checkout, so the skills the checkout
+            // provides compete with the package's; its winners join `other_scopes`.
+            if let (Ok(catalog), Some(v)) = (&mut parsed, &version) {
+                let command = in_dir(&project.workspace, &session_home, &prompt_input);
+                let run = process::run(command, timeout, CAPTURE_BOUND, &|_| false)?;
+                captured
+                    .stdout
+                    .extend_from_slice(b"\n== codex debug prompt-input (workspace session)\n");
+                captured.stdout.extend_from_slice(&run.stdout);
+                captured.stderr.extend_from_slice(&run.stderr);
+                let ended_well =
+                    run.termination.how == "exited" && run.termination.exit_code == Some(0);
+                if !ended_well || run.termination.truncated {
+                    captured.termination = run.termination;
+                } else {
+                    match parse::codex_prompt_input(
+                        &run.stdout,
+                        v,
+                        &session_home.join("skills"),
+                        "workspace_session",
+                    ) {
+                        Ok(session) => catalog.other_scopes = session.artifacts,
+                        Err(failure) => parsed = Err(failure),
+                    }
+                }
+            }
             ("controlled_projection", version, captured, parsed)
         }
-        _ => {
+        parse::Client::OpenCodeDebug => {
             let config_dir = scratch.path().join("opencode");
             copy_regular(&staged.join("opencode"), &config_dir)?;
             // Each run its own data, cache and state (concurrent runs never share a database).
@@ -372,8 +437,18 @@ pub fn probe_agent(
             match &version {
                 Some(v) if first_ok && v == parse::OPENCODE_VALIDATED => {
                     let staged_here = staged_artifacts(Agent::OpenCode, &staged);
-                    let (captured, parsed) =
-                        opencode_listings(&run_in, first, &staged_here, &config_dir, v, timeout)?;
+                    let (captured, parsed) = opencode_listings(
+                        &run_in,
+                        first,
+                        &staged_here,
+                        &config_dir,
+                        v,
+                        Sampling {
+                            samples,
+                            timeout,
+                            deadline,
+                        },
+                    )?;
                     ("controlled_projection", version, captured, parsed)
                 }
                 Some(v) => {
@@ -397,52 +472,54 @@ pub fn probe_agent(
         "exited" => term.exit_code == Some(0),
         _ => false,
     };
-    let (status, reason, catalog): (&str, Option<String>, Option<Catalog>) =
-        if term.how == "timed_out" {
-            (
+    let (status, reason, catalog): (&str, Option<String>, Option<Catalog>) = if term.how
+        == "timed_out"
+    {
+        (
                 "timed_out",
                 Some(format!(
-                    "the client ran past the {}s timeout and was killed with its process group",
-                    timeout.as_secs()
+                    "a client process ran past the {}s per-call timeout or the {}s total and was killed with its process group: what it would have listed is unknown, nothing is guessed",
+                    timeout.as_secs(),
+                    total.as_secs()
                 )),
                 None,
             )
-        } else if term.truncated {
-            (
-                "failed",
+    } else if term.truncated {
+        (
+            "failed",
+            Some(format!(
+                "the output went beyond the {CAPTURE_BOUND}-byte capture bound"
+            )),
+            None,
+        )
+    } else {
+        match parsed {
+            Err(ParseFailure::UnknownVersion(v)) => (
+                "unknown",
                 Some(format!(
-                    "the output went beyond the {CAPTURE_BOUND}-byte capture bound"
-                )),
-                None,
-            )
-        } else {
-            match parsed {
-                Err(ParseFailure::UnknownVersion(v)) => (
-                    "unknown",
-                    Some(format!(
                     "{} {} is not a version this probe was validated on ({}): nothing is guessed",
                     agent.display_name(),
                     if v.is_empty() { "(no version)" } else { &v },
                     validated(agent)
                 )),
-                    None,
-                ),
-                Ok(_) if !process_ok => (
-                    "failed",
-                    Some(format!("the client exited with {:?}", term.exit_code)),
-                    None,
-                ),
-                Ok(catalog) => ("complete", None, Some(catalog)),
-                Err(ParseFailure::Malformed(why)) => (
-                    "failed",
-                    Some(match term.exit_code {
-                        Some(code) if code != 0 => format!("the client exited with {code}: {why}"),
-                        _ => why,
-                    }),
-                    None,
-                ),
-            }
-        };
+                None,
+            ),
+            Ok(_) if !process_ok => (
+                "failed",
+                Some(format!("the client exited with {:?}", term.exit_code)),
+                None,
+            ),
+            Ok(catalog) => ("complete", None, Some(catalog)),
+            Err(ParseFailure::Malformed(why)) => (
+                "failed",
+                Some(match term.exit_code {
+                    Some(code) if code != 0 => format!("the client exited with {code}: {why}"),
+                    _ => why,
+                }),
+                None,
+            ),
+        }
+    };
     let now = SystemTime::now();
     let evidence = receipt::evidence_bytes(&captured.stdout, &captured.stderr);
     let receipt = Receipt {
@@ -462,6 +539,7 @@ pub fn probe_agent(
         reason,
         catalog,
         adapter: parse::adapter_revision(agent.as_str()).to_owned(),
+        capability: adapter.capability,
         evidence_digest: receipt::digest(&evidence),
     };
     let path = receipt::write(&project.state_dir().join(receipt::DIR), &receipt, &evidence)?;
@@ -473,11 +551,7 @@ pub fn probe_agent(
 }
 
 fn validated(agent: Agent) -> &'static str {
-    match agent {
-        Agent::Claude => parse::CLAUDE_VALIDATED,
-        Agent::Codex => parse::CODEX_VALIDATED,
-        _ => parse::OPENCODE_VALIDATED,
-    }
+    parse::adapter(agent).map_or("none", |adapter| adapter.validated)
 }
 
 /// `--version`, then (when that exited 0) the catalog command `args`: the version printed and
@@ -500,58 +574,108 @@ fn versioned(
     ))
 }
 
-/// How many times a probe lists OpenCode's skills (`debug skill`): its choice between same-named
-/// skills varies from run to run, so every winner seen over the samples is recorded. The samples
-/// run concurrently; see docs/src/probe.md for what a run costs.
-pub const OPENCODE_SKILL_SAMPLES: usize = 8;
+/// How many times a probe lists OpenCode's skills (`debug skill`) by default: its choice between
+/// same-named skills varies from run to run, so every winner seen over the samples is recorded.
+/// `AGENTPACK_PROBE_OPENCODE_SAMPLES` sets another number (tests take fewer).
+pub const OPENCODE_SKILL_SAMPLES: usize = 60;
+
+/// How many OpenCode processes run at once: one per core, from 2 to 8 (each `debug skill` run
+/// is about a second of CPU; more at once than cores only makes each run slower and nearer its
+/// per-call timeout).
+fn opencode_concurrency() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8))
+}
+
+/// The default total time a probe's sampled runs may take (each run also has the per-call
+/// timeout); a run that cannot finish within it makes the receipt `timed_out`.
+pub const DEFAULT_TOTAL_TIMEOUT_SECS: u64 = 600;
+
+/// The settings every Codex run of a probe passes (`-c`): cloud skills off (only the files the
+/// probe placed are listed) and file credential stores (never the user's keyring). Codex 0.171.0
+/// parses each of them: it rejects a wrong type or value naming the key.
+pub const CODEX_SETTINGS: [&str; 3] = [
+    "cloud.skills.enabled=false",
+    "cli_auth_credentials_store=\"file\"",
+    "mcp_oauth_credentials_store=\"file\"",
+];
+
+/// The number of `debug skill` samples (`AGENTPACK_PROBE_OPENCODE_SAMPLES`, default
+/// [`OPENCODE_SKILL_SAMPLES`]).
+fn opencode_samples() -> Result<usize> {
+    match env::var(EnvVars::AGENTPACK_PROBE_OPENCODE_SAMPLES) {
+        None => Ok(OPENCODE_SKILL_SAMPLES),
+        Some(text) => text.trim().parse().ok().filter(|n| (1..=1000).contains(n)).ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} is `{text}`, not a whole number from 1 to 1000\n  fix  set it to a number such as 60, or unset it",
+                EnvVars::AGENTPACK_PROBE_OPENCODE_SAMPLES
+            )
+        }),
+    }
+}
+
+/// How OpenCode's listings are sampled.
+#[derive(Debug, Clone, Copy)]
+struct Sampling {
+    samples: usize,
+    /// Per call.
+    timeout: Duration,
+    /// For all of them.
+    deadline: std::time::Instant,
+}
 
 /// The rest of OpenCode's controlled projection after the first `debug skill` sample `first`:
-/// the other samples, `debug config` and `debug agent NAME` for each staged agent, run
-/// concurrently. The evidence is every run's output in order; the termination the first run's
-/// that did not end well (else the first's); the catalog the merged samples plus the agents and
-/// commands the resolved configuration lists (a staged agent is the package's only when `debug
-/// agent` resolves it too).
+/// the other samples, `debug config` and `debug agent NAME` for each staged agent, at most
+/// [`opencode_concurrency`] at once, each within the per-call timeout and all before the
+/// deadline. The evidence is every run's output in order; the termination the first run's that
+/// did not end well (`timed_out` when one ran past its timeout or could not start before the
+/// deadline: a sample that did not finish makes the winners unknown, never guessed); the catalog
+/// the merged samples plus the agents and commands the resolved configuration lists (a staged
+/// agent is the package's only when `debug agent` resolves it too).
 fn opencode_listings(
     run_in: &(dyn Fn(usize, &[&str]) -> Command + Sync),
     first: process::Captured,
     staged: &[(String, String)],
     config_dir: &Path,
     version: &str,
-    timeout: Duration,
+    sampling: Sampling,
 ) -> Result<(process::Captured, Result<Catalog, ParseFailure>)> {
+    let samples = sampling.samples;
     let agents: Vec<&str> = staged
         .iter()
         .filter(|(category, _)| category == "agent")
         .map(|(_, name)| name.as_str())
         .collect();
-    let mut jobs: Vec<Vec<&str>> = (1..OPENCODE_SKILL_SAMPLES)
-        .map(|_| vec!["debug", "skill"])
-        .collect();
+    let mut jobs: Vec<Vec<&str>> = (1..samples).map(|_| vec!["debug", "skill"]).collect();
     jobs.push(vec!["debug", "config"]);
     for name in &agents {
         jobs.push(vec!["debug", "agent", name]);
     }
-    let runs: Vec<Result<process::Captured>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = jobs
-            .iter()
-            .enumerate()
-            .map(|(i, args)| {
-                scope.spawn(move || {
-                    process::run(run_in(i + 1, args), timeout, CAPTURE_BOUND, &|_| false)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| match handle.join() {
-                Ok(run) => run.map_err(anyhow::Error::new),
-                Err(_) => Err(anyhow::anyhow!("an OpenCode probe run's thread panicked")),
-            })
-            .collect()
-    });
+    let runs = sampling::run_bounded(
+        jobs.len(),
+        &|i| run_in(i + 1, &jobs[i]),
+        opencode_concurrency(),
+        sampling.timeout,
+        sampling.deadline,
+        CAPTURE_BOUND,
+    );
     let mut all = vec![first];
     for run in runs {
-        all.push(run?);
+        match run {
+            sampling::JobRun::Ran(captured) => all.push(captured),
+            sampling::JobRun::NotStarted => {
+                all.push(process::Captured {
+                    stdout: Vec::new(),
+                    stderr: b"agentpack probe: not started before the total timeout".to_vec(),
+                    termination: process::Termination {
+                        how: "timed_out".to_owned(),
+                        exit_code: None,
+                        truncated: false,
+                        elapsed_ms: 0,
+                    },
+                });
+            }
+            sampling::JobRun::Failed(err) => return Err(err.into()),
+        }
     }
     let mut stdout = Vec::new();
     let mut stderr = Vec::new();
@@ -567,10 +691,13 @@ fn opencode_listings(
     }
     let ended_well =
         |t: &process::Termination| t.how == "exited" && t.exit_code == Some(0) && !t.truncated;
+    // A run that timed out decides the termination before any other failure: its listing is
+    // unknown.
     let mut termination = all
         .iter()
         .map(|r| &r.termination)
-        .find(|t| !ended_well(t))
+        .find(|t| t.how == "timed_out")
+        .or_else(|| all.iter().map(|r| &r.termination).find(|t| !ended_well(t)))
         .unwrap_or(&all[0].termination)
         .clone();
     termination.truncated = all.iter().any(|r| r.termination.truncated);
@@ -579,7 +706,6 @@ fn opencode_listings(
         .map(|r| r.termination.elapsed_ms)
         .max()
         .unwrap_or(0);
-    let samples = OPENCODE_SKILL_SAMPLES;
     let parsed = (|| {
         let listed: Vec<Catalog> = all[..samples]
             .iter()
@@ -685,10 +811,28 @@ fn human(receipt: &Receipt, path: &Path) -> String {
             ours.len(),
             ours.join(", ")
         ));
-        if !catalog.other_scopes.is_empty() {
+        if let Some(scope) = catalog.other_scopes.first().map(|a| a.scope.as_str()) {
+            let ours = catalog
+                .other_scopes
+                .iter()
+                .filter(|a| a.winner == "package")
+                .count();
             out.push_str(&format!(
-                "  controlled projection (plugin validate): {} artifact(s)\n",
+                "  {scope}: {} artifact(s), {ours} from the staged tree\n",
                 catalog.other_scopes.len()
+            ));
+        }
+        for property in &catalog.properties {
+            out.push_str(&format!(
+                "  {} ({}): {}{}\n",
+                property.name,
+                property.scope,
+                property.status,
+                property
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
             ));
         }
         for hook in &catalog.hooks {
@@ -703,4 +847,21 @@ fn human(receipt: &Receipt, path: &Path) -> String {
     }
     out.push_str(&format!("  receipt {}\n", path.display()));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probed_agents_are_those_with_an_adapter() {
+        let with: Vec<Agent> = Agent::ALL
+            .into_iter()
+            .filter(|agent| parse::adapter(*agent).is_some())
+            .collect();
+        let mut probed = PROBED.to_vec();
+        probed.sort();
+        assert_eq!(with, probed);
+        assert_eq!(PROBED.map(Agent::as_str), PROBED_NAMES);
+    }
 }

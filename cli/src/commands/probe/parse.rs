@@ -2,80 +2,15 @@
 //! Pure: bytes in, a catalog or a reason out. A version they were not validated on is `unknown`,
 //! never a guess; output that is malformed or stops early is an error, never an empty catalog.
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The Claude Code version the init-event parser was validated on.
-pub const CLAUDE_VALIDATED: &str = "2.1.328";
-/// The Codex version the prompt-input parser was validated on.
-pub const CODEX_VALIDATED: &str = "0.171.0";
-
-/// The OpenCode version the `debug skill` parser was validated on.
-pub const OPENCODE_VALIDATED: &str = "1.18.33";
-
-/// The revision of the parser of `agent`'s output: a receipt of another revision is not attached.
-pub fn adapter_revision(agent: &str) -> &'static str {
-    match agent {
-        "claude" => "claude-init-validate/2",
-        "codex" => "codex-prompt-input/1",
-        "opencode" => "opencode-debug/2",
-        _ => "none",
-    }
-}
+pub use crate::evidence::adapter::{
+    adapter, adapter_revision, Client, CLAUDE_VALIDATED, CODEX_VALIDATED, OPENCODE_VALIDATED,
+};
+pub use crate::evidence::catalog::{Catalog, HookOutcome, Observed, WinnersSeen};
 
 /// The plugin name the staged Claude bundle has.
 const BUNDLE: &str = "agentpack-bundle";
-
-/// One observed artifact.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Observed {
-    /// `skill`, `command` or `agent`.
-    pub category: String,
-    /// The storage name (the bundle prefix removed).
-    pub name: String,
-    /// What the client calls it (`agentpack-bundle:name`, or the name).
-    pub native_id: String,
-    /// Who provides the winner: `package` (the staged tree) or `other` (built in, user...).
-    pub winner: String,
-    /// `workspace_session` or `controlled_projection`.
-    pub scope: String,
-}
-
-/// One hook's outcome.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HookOutcome {
-    pub event: String,
-    pub name: String,
-    pub exit_code: Option<i64>,
-    pub outcome: String,
-}
-
-/// A parsed catalog.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Catalog {
-    pub artifacts: Vec<Observed>,
-    pub hooks: Vec<HookOutcome>,
-    /// Every winner a repeatedly sampled listing chose (OpenCode's `debug skill`), per artifact;
-    /// empty for a listing read once.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub winners_seen: Vec<WinnersSeen>,
-    /// Artifacts observed in a scope other than the receipt's own (Claude Code's `plugin
-    /// validate` of the staged bundle, `controlled_projection`). They never answer a requirement
-    /// of the receipt's scope.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub other_scopes: Vec<Observed>,
-}
-
-/// The winners one artifact had over the samples of a listing: `(winner, times)`, where the
-/// winner is `package` or `other`, and how many samples listed it at all.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WinnersSeen {
-    pub category: String,
-    pub name: String,
-    pub winners: Vec<(String, usize)>,
-    pub listed_in: usize,
-    pub samples: usize,
-}
 
 /// Why output did not become a catalog.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,8 +108,7 @@ pub fn claude_init(stdout: &[u8]) -> Result<Catalog, ParseFailure> {
                 return Ok(Catalog {
                     artifacts,
                     hooks,
-                    winners_seen: Vec::new(),
-                    other_scopes: Vec::new(),
+                    ..Catalog::default()
                 });
             }
             _ => {}
@@ -185,9 +119,16 @@ pub fn claude_init(stdout: &[u8]) -> Result<Catalog, ParseFailure> {
     ))
 }
 
-/// Codex's `debug prompt-input` JSON: the skills of its `<skills_instructions>` block. `root`
-/// names the staged skills root (`rN` of the block) the probe placed.
-pub fn codex_prompt_input(stdout: &[u8], version: &str) -> Result<Catalog, ParseFailure> {
+/// Codex's `debug prompt-input` JSON: the skills of its `<skills_instructions>` block. A skill
+/// whose file is under `skills_root` (the staged skills, `CODEX_HOME/skills`, by the block's
+/// table of skill roots) is the package's; every observation carries `scope`. A name listed more
+/// than once with different winners is `varied`.
+pub fn codex_prompt_input(
+    stdout: &[u8],
+    version: &str,
+    skills_root: &std::path::Path,
+    scope: &str,
+) -> Result<Catalog, ParseFailure> {
     if version != CODEX_VALIDATED {
         return Err(ParseFailure::UnknownVersion(version.to_owned()));
     }
@@ -217,7 +158,28 @@ pub fn codex_prompt_input(stdout: &[u8], version: &str) -> Result<Catalog, Parse
     let block = block.ok_or_else(|| {
         ParseFailure::Malformed("the prompt input has no skills block".to_owned())
     })?;
-    let mut artifacts = Vec::new();
+    // The table of skill roots: "- `r0` = `/abs/path`".
+    let staged_forms = [
+        skills_root.to_path_buf(),
+        std::fs::canonicalize(skills_root).unwrap_or_else(|_| skills_root.to_path_buf()),
+    ];
+    let mut roots: Vec<(String, bool)> = Vec::new();
+    for line in block.lines() {
+        let Some(rest) = line.strip_prefix("- `") else {
+            continue;
+        };
+        let Some((key, path)) = rest.split_once("` = `") else {
+            continue;
+        };
+        let path = std::path::Path::new(path.trim_end_matches('`'));
+        roots.push((key.to_owned(), staged_forms.iter().any(|f| f == path)));
+    }
+    if roots.is_empty() {
+        return Err(ParseFailure::Malformed(
+            "the skills block has no table of skill roots".to_owned(),
+        ));
+    }
+    let mut artifacts: Vec<Observed> = Vec::new();
     for line in block.lines() {
         let Some(entry) = line.strip_prefix("- ") else {
             continue;
@@ -230,25 +192,30 @@ pub fn codex_prompt_input(stdout: &[u8], version: &str) -> Result<Catalog, Parse
         if !file.ends_with(&format!("/{name}/SKILL.md")) {
             continue;
         }
-        // r0 is CODEX_HOME/skills, where the probe placed the staged skills.
-        let winner = if file.starts_with("r0/") {
-            "package"
-        } else {
-            "other"
+        let root = file.split('/').next().unwrap_or_default();
+        let Some((_, staged)) = roots.iter().find(|(key, _)| key == root) else {
+            return Err(ParseFailure::Malformed(format!(
+                "the skill `{name}` names the root `{root}`, which the table of skill roots lacks"
+            )));
         };
+        let winner = if *staged { "package" } else { "other" };
+        if let Some(seen) = artifacts.iter_mut().find(|a| a.name == name) {
+            if seen.winner != winner {
+                seen.winner = "varied".to_owned();
+            }
+            continue;
+        }
         artifacts.push(Observed {
             category: "skill".to_owned(),
             name: name.to_owned(),
             native_id: name.to_owned(),
             winner: winner.to_owned(),
-            scope: "controlled_projection".to_owned(),
+            scope: scope.to_owned(),
         });
     }
     Ok(Catalog {
         artifacts,
-        hooks: Vec::new(),
-        winners_seen: Vec::new(),
-        other_scopes: Vec::new(),
+        ..Catalog::default()
     })
 }
 
@@ -291,8 +258,7 @@ pub fn opencode_skills(
     Ok(Catalog {
         artifacts,
         hooks: Vec::new(),
-        winners_seen: Vec::new(),
-        other_scopes: Vec::new(),
+        ..Catalog::default()
     })
 }
 
@@ -443,6 +409,47 @@ fn excerpt(line: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn codex_winners_come_from_the_table_of_skill_roots() {
+        // As Codex 0.171.0 prints it in a checkout whose `.codex/skills` and `.agents/skills`
+        // hold same-named copies: the checkout's roots come first and win.
+        let block = "<skills_instructions>\n### Skill roots\n- `r0` = `/w/.codex/skills`\n- `r1` = `/h/skills`\n- `r2` = `/h/skills/.system`\n- `r3` = `/w/.agents/skills`\n### Available skills\n- imagegen: Images. (file: r2/imagegen/SKILL.md)\n- cmd1: A command. (file: r1/cmd1/SKILL.md)\n- sent: Workspace copy. (file: r3/sent/SKILL.md)\n- steady: Codex dir copy. (file: r0/steady/SKILL.md)\n</skills_instructions>";
+        let printed =
+            serde_json::to_vec(&serde_json::json!([{"content": [{"text": block}]}])).unwrap();
+        let catalog = codex_prompt_input(
+            &printed,
+            CODEX_VALIDATED,
+            Path::new("/h/skills"),
+            "workspace_session",
+        )
+        .unwrap();
+        let winner = |name: &str| {
+            catalog
+                .artifacts
+                .iter()
+                .find(|a| a.name == name)
+                .map(|a| (a.winner.as_str(), a.scope.as_str()))
+        };
+        assert_eq!(winner("cmd1"), Some(("package", "workspace_session")));
+        assert_eq!(winner("sent"), Some(("other", "workspace_session")));
+        assert_eq!(winner("steady"), Some(("other", "workspace_session")));
+        assert_eq!(winner("imagegen"), Some(("other", "workspace_session")));
+        // A root the table lacks, or no table at all: malformed, never a guess.
+        let unknown_root = serde_json::to_vec(
+            &serde_json::json!([{"content": [{"text": block.replace("r3/sent", "r9/sent")}]}]),
+        )
+        .unwrap();
+        assert!(
+            codex_prompt_input(&unknown_root, CODEX_VALIDATED, Path::new("/h/skills"), "x")
+                .is_err()
+        );
+        let no_table = serde_json::to_vec(&serde_json::json!([{"content": [{"text": "<skills_instructions>\n- s: S. (file: r0/s/SKILL.md)\n</skills_instructions>"}]}])).unwrap();
+        assert!(
+            codex_prompt_input(&no_table, CODEX_VALIDATED, Path::new("/h/skills"), "x").is_err()
+        );
+    }
 
     #[test]
     fn truncated_or_foreign_output_is_never_an_empty_catalog() {
@@ -463,11 +470,21 @@ mod tests {
             Err(ParseFailure::UnknownVersion(v)) if v == "9.9.9"
         ));
         assert!(matches!(
-            codex_prompt_input(b"[]", CODEX_VALIDATED),
+            codex_prompt_input(
+                b"[]",
+                CODEX_VALIDATED,
+                Path::new("/h/skills"),
+                "controlled_projection"
+            ),
             Err(ParseFailure::Malformed(_))
         ));
         assert!(matches!(
-            codex_prompt_input(b"[", "0.1.0"),
+            codex_prompt_input(
+                b"[",
+                "0.1.0",
+                Path::new("/h/skills"),
+                "controlled_projection"
+            ),
             Err(ParseFailure::UnknownVersion(_))
         ));
         let dir = std::path::Path::new("/probe/opencode");

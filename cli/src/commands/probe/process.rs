@@ -9,18 +9,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
-/// How the process ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Termination {
-    /// `exited`, `signaled`, `timed_out` or `stopped` (the probe had what it needed and killed it).
-    pub how: String,
-    pub exit_code: Option<i32>,
-    /// Whether a stream went beyond the capture bound.
-    pub truncated: bool,
-    pub elapsed_ms: u64,
-}
+pub use crate::evidence::receipt::Termination;
 
 /// What one run captured.
 #[derive(Debug)]
@@ -32,11 +21,10 @@ pub struct Captured {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
-    #[error("cannot start {program}: {source}")]
+    #[error("cannot start {program}: {cause}")]
     Spawn {
         program: String,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -55,9 +43,10 @@ pub fn run(
         .stderr(Stdio::piped())
         .process_group(0);
     let started = Instant::now();
-    let mut child = command
-        .spawn()
-        .map_err(|source| ProcessError::Spawn { program, source })?;
+    let mut child = command.spawn().map_err(|source| ProcessError::Spawn {
+        program,
+        cause: source,
+    })?;
     let group = nix::unistd::Pid::from_raw(child.id() as i32);
     let (sender, receiver) = mpsc::channel::<(bool, Vec<u8>)>();
     let mut readers = Vec::new();

@@ -7,17 +7,17 @@
 //! file linked into place without replacing): an existing output file is refused, unchanged.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::{diff, receipt};
+use super::diff;
 use crate::context::Context;
+use crate::evidence::receipt;
 use crate::output;
 
 /// The capsule format this agentpack writes.
@@ -74,7 +74,7 @@ fn vocabulary(value: &Value, known: &[&str]) -> Option<String> {
         .map(str::to_owned)
 }
 
-const AGENTS: &[&str] = &["claude", "codex", "opencode"];
+const AGENTS: &[&str] = &super::PROBED_NAMES;
 const STATUSES: &[&str] = &["complete", "failed", "unknown", "timed_out"];
 const SCOPES: &[&str] = &["workspace_session", "controlled_projection"];
 const CATEGORIES: &[&str] = &["skill", "command", "agent"];
@@ -143,10 +143,12 @@ pub fn capsule(receipt: &Value, evidence_intact: bool) -> (Value, Omitted) {
         "unknown"
     };
     let mut coverage: BTreeMap<(String, String), BTreeMap<String, usize>> = BTreeMap::new();
-    let artifacts = receipt["catalog"]["artifacts"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let artifacts = ["artifacts", "other_scopes"].iter().flat_map(|key| {
+        receipt["catalog"][key]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    });
     for artifact in artifacts {
         omitted.add("artifact names", 1);
         omitted.add("native ids", usize::from(artifact["native_id"].is_string()));
@@ -244,23 +246,14 @@ pub fn run(ctx: &Context, args: &SupportArgs) -> Result<ExitCode> {
     }
     let mut bytes = serde_json::to_vec_pretty(&capsule)?;
     bytes.push(b'\n');
-    let dir = match args.output.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let mut file = tempfile::Builder::new()
-        .prefix(".support-capsule-")
-        .tempfile_in(&dir)
-        .with_context(|| format!("cannot write a capsule in {}", dir.display()))?;
-    file.write_all(&bytes)?;
-    file.as_file().sync_all()?;
-    match file.persist_noclobber(&args.output) {
-        Ok(_) => {}
-        Err(err) if err.error.kind() == std::io::ErrorKind::AlreadyExists => return Err(refuse()),
-        Err(err) => {
-            return Err(anyhow::Error::new(err.error)
-                .context(format!("cannot write {}", args.output.display())))
-        }
+    // 0600 and flushed, as the temp file it is made from always was; never replaces a file.
+    let options = agentpack_fs::WriteOptions::private_file()
+        .durability(agentpack_fs::Durability::File)
+        .temp(agentpack_fs::TempName::Prefix(".support-capsule-"));
+    match agentpack_fs::write_new_file(&args.output, &bytes, &options) {
+        Ok(()) => {}
+        Err(err) if err.source.kind() == std::io::ErrorKind::AlreadyExists => return Err(refuse()),
+        Err(err) => return Err(err.into()),
     }
     if ctx.json {
         output::json(&json!({"output": args.output, "omitted": omitted, "capsule": capsule}))?;

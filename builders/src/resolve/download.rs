@@ -1,0 +1,84 @@
+//! [`download_normalized`]: one GitHub package downloaded, normalized and hashed, for callers
+//! outside resolution (e.g. `fetch` refilling an empty slot).
+//!
+//! Must never publish a tree whose hash does not match the expected one.
+
+use std::path::Path;
+
+use agentpack_lockfile::validate::ContentHash;
+
+use crate::github::RepoId;
+use crate::normalize::{self, NormalizeContext};
+use crate::package_store::PackageStore;
+use crate::snapshot::SnapshotFetcher;
+
+use super::*;
+
+/// A GitHub package as downloaded: its content hash, and the links that could not be kept.
+pub struct Downloaded {
+    pub content_hash: ContentHash,
+    /// Package-relative paths of symbolic links written as empty files (absolute, or leaving the
+    /// package), as the extraction rule says.
+    pub links_emptied: Vec<String>,
+    /// Package-relative paths of regular files that were executable upstream (recorded in the
+    /// store with [`PackageStore::record_executables`]; the tree keeps them 0644).
+    pub executables: std::collections::BTreeSet<String>,
+}
+
+impl Downloaded {
+    /// One warning per emptied link, naming the package and the link.
+    pub fn warnings(&self, module: &str) -> Vec<String> {
+        self.links_emptied
+            .iter()
+            .map(|link| {
+                format!(
+                    "{module}: symbolic link {link} is absolute or leaves the package; not followed: the copy holds an empty file in its place\n  fix  ask the package's author to link inside the package with a relative path"
+                )
+            })
+            .collect()
+    }
+}
+
+/// Downloads (once per repo and commit), copies, normalizes and hashes one GitHub package into `tree`.
+pub fn download_normalized(
+    fetcher: &SnapshotFetcher,
+    store: &dyn PackageStore,
+    module: &str,
+    repo: &RepoId,
+    commit: &str,
+    path: &str,
+    tree: &Path,
+) -> Result<Downloaded, ResolutionError> {
+    let copied = fetcher.fetch_package(repo, commit, path, tree)?;
+    let snapshot = fetcher.snapshot(repo, commit)?;
+    // Links emptied when the archive was extracted (repository-relative), and when the package was
+    // copied out of it (package-relative: they left the package).
+    let prefix = if path.is_empty() {
+        String::new()
+    } else {
+        format!("{}/", path.trim_end_matches('/'))
+    };
+    let mut links_emptied: Vec<String> = snapshot
+        .report
+        .links_emptied
+        .iter()
+        .filter_map(|link| link.strip_prefix(&prefix).map(str::to_owned))
+        .chain(copied.links_emptied)
+        .collect();
+    links_emptied.sort();
+    links_emptied.dedup();
+    let normalized = normalize::normalize_package(
+        tree,
+        &NormalizeContext {
+            module,
+            repo_root: Some(&snapshot.root),
+            package_path: path,
+            inline_manifest: None,
+        },
+    )?;
+    Ok(Downloaded {
+        content_hash: store.hash_tree(tree)?,
+        links_emptied,
+        executables: normalized.with_copied_executables(&copied.executables),
+    })
+}

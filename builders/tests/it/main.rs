@@ -1,0 +1,17 @@
+//! The integration tests of agentpack-builders, one binary: one module per suite.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (HELPERS.md)
+
+mod concurrent_fetch;
+mod exec_bits;
+mod extract;
+mod github_resolve;
+mod local_package;
+mod normalize;
+mod npm_mcp;
+mod oci_package;
+mod oci_registry;
+mod plugin_add;
+mod project_pipeline;
+mod resolve_fetch;
+mod snapshot;

@@ -1,0 +1,298 @@
+//! Cold sync and generation build of 100 plugins against their floors (run with
+//! `bench/fetch-build.sh`, i.e. `cargo bench -p agentpack-cli --bench fetch_build -- --bench`).
+//!
+//! The data is shaped like a plugin marketplace split over repositories: 10 repositories on the
+//! local fake GitHub, each holding 10 plugins (a manifest, 3 skills with a reference file, 2
+//! commands, 1 agent: 10 files a plugin, 1,000 locked files) and 60 files the lock does not need
+//! (docs, a README). A project locks all 100 plugins at one commit per repository.
+//!
+//! - **cold sync**: a fresh `AGENTPACK_HOME` with the committed `pack.lock` runs `agentpack sync`
+//!   (download, extract, verify, publish, render for six agents), against a bash script doing the
+//!   same downloads with `curl`, `tar xzf` each archive and `cp -al` each locked package
+//!   directory: one after another, and with the 10 downloads in parallel (`xargs -P 10`);
+//! - **generation build**: with every package in the store, a changed overlay file forces a new
+//!   generation; against `cp -al` of the resulting generation tree;
+//! - **no-op sync** of the same project (the fast path), for scale.
+//!
+//! Ratios in one run, medians; nothing here is asserted (performance is measured, not tested).
+//! `AGENTPACK_BENCH_STRACE=<file>` adds one cold sync under `strace -f -c -w` (wall time per system
+//! call) and writes the summary there.
+
+#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use agentpack_test_support::{Endpoint, FakeGitHub, IsolatedHome};
+
+const REPOS: usize = 10;
+const PLUGINS: usize = 10;
+
+fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_agentpack"))
+}
+
+fn runs() -> usize {
+    std::env::var("AGENTPACK_BENCH_RUNS")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(5)
+}
+
+fn run(home: &IsolatedHome, github: Option<&FakeGitHub>, args: &[&str]) -> Duration {
+    let start = Instant::now();
+    let output = home.command(&bin(), github).args(args).output().unwrap();
+    let elapsed = start.elapsed();
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    elapsed
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(duration: Duration) -> String {
+    format!("{:.1} ms", duration.as_secs_f64() * 1000.0)
+}
+
+/// One repository of the benchmark: `owner/repo`, its commit, the locked package paths in it.
+type Repository = (String, String, Vec<String>);
+
+/// The repositories; returns the `[dependencies]` lines and the repositories.
+fn marketplace(github: &FakeGitHub) -> (Vec<String>, Vec<Repository>) {
+    let mut deps = Vec::new();
+    let mut repos = Vec::new();
+    for r in 0..REPOS {
+        let name = format!("market{r}");
+        let repo = github.repo("bench", &name);
+        let mut paths = Vec::new();
+        for p in 0..PLUGINS {
+            let dir = format!("plugins/p{p}");
+            repo.write(
+                &format!("{dir}/.claude-plugin/plugin.json"),
+                format!(
+                    r#"{{"name":"m{r}-p{p}","version":"1.0.0","description":"plugin {p} of marketplace {r}"}}"#
+                ),
+            );
+            for s in 0..3 {
+                repo.write(
+                    &format!("{dir}/skills/s{s}/SKILL.md"),
+                    format!(
+                        "---\nname: m{r}-p{p}-s{s}\ndescription: skill {s} of plugin {p}\n---\n\n{}",
+                        "Follow the steps.\n".repeat(30)
+                    ),
+                );
+                repo.write(
+                    &format!("{dir}/skills/s{s}/reference.md"),
+                    format!("reference {r} {p} {s}\n").repeat(80),
+                );
+            }
+            for c in 0..2 {
+                repo.write(
+                    &format!("{dir}/commands/c{c}.md"),
+                    format!("---\ndescription: command {c}\n---\nRun command {c} of m{r}-p{p}.\n"),
+                );
+            }
+            repo.write(
+                &format!("{dir}/agents/reviewer.md"),
+                format!("---\nname: m{r}-p{p}-reviewer\ndescription: reviews\n---\nReview.\n"),
+            );
+            deps.push(format!("\"github.com/bench/{name}/{dir}\" = \"^1.0\""));
+            paths.push(dir);
+        }
+        for d in 0..60 {
+            repo.write(
+                &format!("docs/page{d}.md"),
+                format!("documentation page {d}\n").repeat(120),
+            );
+        }
+        repo.write("README.md", "A marketplace.\n");
+        let commit = repo.commit("plugins");
+        repo.tag("v1.0.0");
+        repos.push((format!("bench/{name}"), commit, paths));
+    }
+    (deps, repos)
+}
+
+fn write_manifest(dir: &Path, deps: &[String]) {
+    let mut text = String::from("name = \"bench\"\nversion = \"0.1.0\"\n\n[dependencies]\n");
+    for dep in deps {
+        text.push_str(dep);
+        text.push('\n');
+    }
+    std::fs::write(dir.join("agentpack.toml"), text).unwrap();
+}
+
+/// The floor: the same archives with curl, extracted with tar, each locked package linked with
+/// `cp -al`. `parallel`: the downloads and extractions run 10 at a time.
+fn floor_script(dir: &Path, api: &str, repos: &[Repository], parallel: bool) -> PathBuf {
+    let mut script =
+        String::from("set -euo pipefail\ncd \"$1\"\nrm -rf work out\nmkdir work out\n");
+    script.push_str("fetch() { mkdir -p \"work/$2\" && curl -sSf -o \"work/$2.tgz\" \"$API/repos/$1/tarball/$3\" && tar xzf \"work/$2.tgz\" -C \"work/$2\" --strip-components=1; }\nexport -f fetch\n");
+    script.push_str(&format!("export API={api}\n"));
+    let jobs: Vec<String> = repos
+        .iter()
+        .enumerate()
+        .map(|(index, (repo, commit, _))| format!("{repo} r{index} {commit}"))
+        .collect();
+    if parallel {
+        script.push_str(&format!(
+            "printf '%s\\n' {} | xargs -P 10 -L 1 bash -c 'fetch \"$0\" \"$1\" \"$2\"'\n",
+            jobs.iter()
+                .map(|job| format!("'{job}'"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+    } else {
+        for job in &jobs {
+            script.push_str(&format!("fetch {job}\n"));
+        }
+    }
+    for (index, (_, _, paths)) in repos.iter().enumerate() {
+        for (p, path) in paths.iter().enumerate() {
+            script.push_str(&format!("cp -al work/r{index}/{path} out/r{index}-p{p}\n"));
+        }
+    }
+    let file = dir.join(if parallel {
+        "floor-parallel.sh"
+    } else {
+        "floor.sh"
+    });
+    std::fs::write(&file, script).unwrap();
+    file
+}
+
+fn time_script(script: &Path, dir: &Path) -> Duration {
+    let start = Instant::now();
+    let status = Command::new("bash").arg(script).arg(dir).status().unwrap();
+    let elapsed = start.elapsed();
+    assert!(status.success(), "{}", script.display());
+    elapsed
+}
+
+fn count_files(dir: &Path) -> usize {
+    walkdir(dir, &mut |_| {})
+}
+
+fn walkdir(dir: &Path, visit: &mut dyn FnMut(&Path)) -> usize {
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            count += walkdir(&entry.path(), visit);
+        } else {
+            visit(&entry.path());
+            count += 1;
+        }
+    }
+    count
+}
+
+fn main() {
+    // `cargo test --benches` runs bench targets without `--bench`; only measure under `cargo bench`.
+    if !std::env::args().any(|arg| arg == "--bench") {
+        return;
+    }
+    let runs = runs();
+    let github = FakeGitHub::start();
+    let (deps, repos) = marketplace(&github);
+    let author = IsolatedHome::new();
+    write_manifest(&author.project, &deps);
+    run(&author, Some(&github), &["lock", "--quiet"]);
+    let lock = std::fs::read(author.project.join("pack.lock")).unwrap();
+
+    // Cold sync from a committed lock, a fresh home each run; interleaved with the floors.
+    let scratch = tempfile::tempdir().unwrap();
+    let sequential = floor_script(scratch.path(), &github.api_url(), &repos, false);
+    let parallel = floor_script(scratch.path(), &github.api_url(), &repos, true);
+    let (mut syncs, mut floors, mut parallel_floors) = (Vec::new(), Vec::new(), Vec::new());
+    let mut tarballs = Vec::new();
+    let mut last = None;
+    for _ in 0..runs {
+        let home = IsolatedHome::new();
+        write_manifest(&home.project, &deps);
+        std::fs::write(home.project.join("pack.lock"), &lock).unwrap();
+        github.reset_counters();
+        syncs.push(run(&home, Some(&github), &["sync", "--quiet"]));
+        tarballs.push(github.total(Endpoint::Tarball) + github.total(Endpoint::GitHttp));
+        floors.push(time_script(&sequential, scratch.path()));
+        parallel_floors.push(time_script(&parallel, scratch.path()));
+        last = Some(home);
+    }
+    let home = last.unwrap();
+    if let Ok(summary) = std::env::var("AGENTPACK_BENCH_STRACE") {
+        // One more cold sync under `strace -f -c -w` (wall time per system call) into that file.
+        let traced = IsolatedHome::new();
+        write_manifest(&traced.project, &deps);
+        std::fs::write(traced.project.join("pack.lock"), &lock).unwrap();
+        let mut command = traced.command(Path::new("strace"), Some(&github));
+        command
+            .args(["-f", "-c", "-w", "-o", &summary])
+            .arg(bin())
+            .args(["sync", "--quiet"]);
+        assert!(command.status().unwrap().success());
+    }
+    let locked_files = count_files(&scratch.path().join("out"));
+    let (sync, floor, parallel_floor) = (median(syncs), median(floors), median(parallel_floors));
+
+    // Generation builds: every package in the store, a changed overlay forces a new generation.
+    let mut builds = Vec::new();
+    for round in 0..runs {
+        std::fs::create_dir_all(home.project.join(".agents/rules")).unwrap();
+        std::fs::write(
+            home.project.join(".agents/rules/round.md"),
+            format!("round {round}\n"),
+        )
+        .unwrap();
+        builds.push(run(&home, None, &["sync", "--quiet"]));
+    }
+    let build = median(builds);
+    let generation = std::fs::canonicalize(home.staging_root.join("modes/default")).unwrap();
+    let staged = count_files(&generation);
+    let mut copies = Vec::new();
+    for round in 0..runs {
+        let target = home.home.join(format!("cp-al-{round}"));
+        let start = Instant::now();
+        let status = Command::new("cp")
+            .arg("-al")
+            .arg(&generation)
+            .arg(&target)
+            .status()
+            .unwrap();
+        copies.push(start.elapsed());
+        assert!(status.success());
+    }
+    let copy = median(copies);
+    let noop = median(
+        (0..runs.max(11))
+            .map(|_| run(&home, None, &["sync", "--quiet"]))
+            .collect(),
+    );
+
+    println!("| benchmark | result | notes |\n| --- | --- | --- |");
+    println!(
+        "| cold `sync` of 100 plugins from 10 repositories, committed `pack.lock` | {} | {:.2}x the sequential floor ({}), {:.2}x the parallel floor ({}); {} archive downloads per run ({locked_files} locked files) |",
+        ms(sync),
+        sync.as_secs_f64() / floor.as_secs_f64(),
+        ms(floor),
+        sync.as_secs_f64() / parallel_floor.as_secs_f64(),
+        ms(parallel_floor),
+        tarballs.iter().max().unwrap(),
+    );
+    println!(
+        "| build a generation of the 100 plugins for 6 agents ({staged} staged files) | {} | {:.2}x `cp -al` of the result ({}) |",
+        ms(build),
+        build.as_secs_f64() / copy.as_secs_f64(),
+        ms(copy)
+    );
+    println!(
+        "| no-op `sync` of the 100 plugins (fast path) | {} | GitHub unreachable |",
+        ms(noop)
+    );
+}

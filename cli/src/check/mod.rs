@@ -1,0 +1,192 @@
+//! The preflight check: a pure, offline, explainable report of what one agent will load. Shared
+//! by `agentpack preflight` (which prints it) and the strict external launch (which refuses to
+//! start on a blocking finding); no command owns it and it calls no command module.
+//!
+//! It reads the manifest, the lock, the cache slots the lock names, the staged tree's record, the
+//! workspace and the user-level places the agent also reads, renders the agent's plan in memory
+//! with the same renderer staging uses, evaluates `contract.json` (or `--contract`) with
+//! [`agentpack_builders::contract`], and reports findings with stable codes. It never writes: no
+//! download, no repair, no lock rewrite, no staging, no overlay, no index row, no home layer, no
+//! project lock (the dispatcher takes none for it), and it never opens the store through
+//! `Store::open` (which creates directories).
+//!
+//! Exit classes: 0 ready (warnings included), 2 usage or policy error, 3 a requirement violated,
+//! 4 a required observation unknown, 5 operational failure.
+//!
+//! Layout: `run` (the check itself), `requirements` (a contract requirement's finding and what
+//! the plan knows of a property), `human` (the text summary), and the inspections it composes.
+
+mod finding;
+mod human;
+mod inherit;
+mod inspect;
+mod observed;
+mod plan;
+mod requirements;
+mod run;
+
+pub use human::human;
+pub use run::preflight;
+
+use std::path::{Path, PathBuf};
+
+use agentpack_builders::contract;
+use agentpack_harness::Agent;
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::context::Context;
+use crate::evidence::policy::{Policy, CONTRACT_FILE};
+use crate::project::Project;
+
+use finding::{code, Finding, Severity};
+
+/// What to check: the agent, the policy, the contract file and the receipt (the command's flags).
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub agent: String,
+    pub policy: Policy,
+    /// The contract to evaluate (default: contract.json beside agentpack.toml, when there is one).
+    pub contract: Option<PathBuf>,
+    /// A receipt id, a receipt file, or `latest`.
+    pub receipt: Option<String>,
+}
+
+/// The exit codes.
+pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_VIOLATED: u8 = 3;
+pub const EXIT_UNKNOWN: u8 = 4;
+pub const EXIT_OPERATIONAL: u8 = 5;
+
+/// Why preflight stopped before it had a report.
+pub enum Stop {
+    Usage(anyhow::Error),
+    Operational(anyhow::Error),
+}
+
+/// What a strict external launch learns from evaluating the default contract for its agent.
+pub struct Evaluation {
+    /// The preflight exit class: 0 ready, 2 usage, 3 violated, 4 unknown, 5 operational.
+    pub exit_code: u8,
+    /// The contract evaluated.
+    pub contract: PathBuf,
+    /// The blocking findings (violations, required unknowns, errors), each as
+    /// `CODE target: message` and its remedy; or the reason preflight stopped.
+    pub blocking: Vec<(String, String)>,
+}
+
+/// The launch's entry point: evaluates `contract.json` beside the definition for `agent` under
+/// `policy` (no receipt, so `observed` requirements stay unknown), exactly as `preflight` does.
+/// `None` when the definition has no contract. Writes nothing and prints nothing.
+pub fn evaluate_default_contract(
+    ctx: &Context,
+    agent: Agent,
+    policy: Policy,
+) -> Result<Option<Evaluation>> {
+    let project = Project::discover(ctx)?;
+    let contract = project.root.join(CONTRACT_FILE);
+    if !contract.is_file() {
+        return Ok(None);
+    }
+    let args = Request {
+        agent: agent.as_str().to_owned(),
+        policy,
+        contract: Some(contract.clone()),
+        receipt: None,
+    };
+    let evaluation = match run::preflight(ctx, &args) {
+        Ok(report) => Evaluation {
+            exit_code: report.exit_code,
+            contract,
+            blocking: report
+                .findings
+                .iter()
+                .filter(|f| matches!(f.severity, Severity::Violation | Severity::Error))
+                .map(|f| {
+                    (
+                        format!("{} {}: {}", f.code, f.target, f.message),
+                        f.remedy.clone(),
+                    )
+                })
+                .collect(),
+        },
+        Err(Stop::Usage(err)) => Evaluation {
+            exit_code: EXIT_USAGE,
+            contract,
+            blocking: vec![(format!("{err:#}"), String::new())],
+        },
+        Err(Stop::Operational(err)) => Evaluation {
+            exit_code: EXIT_OPERATIONAL,
+            contract,
+            blocking: vec![(format!("{err:#}"), String::new())],
+        },
+    };
+    Ok(Some(evaluation))
+}
+
+/// The identities a report is bound to.
+#[derive(Debug, Serialize)]
+pub struct Identities {
+    /// Manifest and lock bytes, whatever the checkout's location.
+    source: String,
+    lock: Option<String>,
+    mode: String,
+    workspace_inputs: Option<String>,
+    policy: String,
+    /// The store path name of the staged generation, when one is selected.
+    staged_generation: Option<String>,
+    /// SHA-256 of that name and the generation's staged manifest (its store record).
+    generation: Option<String>,
+}
+
+/// The report `--json` prints.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    agent: String,
+    mode: String,
+    policy: Policy,
+    ready: bool,
+    pub exit_code: u8,
+    definition_root: PathBuf,
+    workspace: PathBuf,
+    contract: Option<PathBuf>,
+    identities: Identities,
+    plan: PlanSummary,
+    findings: Vec<Finding>,
+    requirements: Vec<contract::Outcome>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PlanSummary {
+    complete: bool,
+    artifacts: Vec<plan::Artifact>,
+    mcp_servers: Vec<String>,
+    workspace_writes: Vec<String>,
+}
+
+pub(super) fn read_optional(path: &Path) -> std::result::Result<Option<Vec<u8>>, anyhow::Error> {
+    match agentpack_lockfile::read_regular_file(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(anyhow::Error::new(err).context(format!("cannot read {}", path.display()))),
+    }
+}
+
+/// 5 on an operational error, else 3 on a violation, else 4 on a blocking unknown, else 0.
+pub(super) fn exit_code(findings: &[Finding]) -> u8 {
+    if findings.iter().any(|f| f.severity == Severity::Error) {
+        return EXIT_OPERATIONAL;
+    }
+    let blocking = |f: &&Finding| f.severity == Severity::Violation;
+    if findings
+        .iter()
+        .filter(blocking)
+        .any(|f| f.code != code::REQUIREMENT_UNKNOWN)
+    {
+        return EXIT_VIOLATED;
+    }
+    if findings.iter().any(|f| blocking(&f)) {
+        return EXIT_UNKNOWN;
+    }
+    0
+}

@@ -1,0 +1,25 @@
+//! What deleting a mode does to its generations: the mode's pointer (a GC root for its last
+//! generation) and its generation history go; the store paths themselves are for `agentpack gc`.
+//! Shared by `agentpack mode delete` and the mode editor (`agentpack mode tui`).
+
+use agentpack_builders::generation::pointer::ModePointer;
+use agentpack_lockfile::keys;
+use anyhow::Result;
+
+use crate::pipeline::history_name;
+use crate::project::Project;
+use crate::session;
+
+/// After a mode is deleted: its pointer would stay a GC root for its last generation, so it and
+/// the mode's generation history go (the store paths themselves are for `agentpack gc`).
+pub fn forget(project: &Project, name: &str) -> Result<()> {
+    let mode_dir = keys::mode_dir_component(name);
+    let pointer = ModePointer::new(&project.staging_root, &mode_dir);
+    let store = session::open_store(&project.home)?;
+    store.remove_generation_history(&history_name(project, &mode_dir))?;
+    if std::fs::symlink_metadata(pointer.path()).is_ok_and(|m| m.is_symlink()) {
+        store.remove_indirect_root(pointer.path())?;
+        fs_err::remove_file(pointer.path())?;
+    }
+    Ok(())
+}

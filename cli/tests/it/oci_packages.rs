@@ -1,0 +1,168 @@
+//! `oci://` packages end to end: the real `agentpack` binary and a real OCI registry (Debian's
+//! `docker-registry` on 127.0.0.1). A skill directory is published under a tag; `add` pins the tag,
+//! `lock` records the manifest digest and the content hash; `sync` keeps that digest when the tag
+//! moves in the registry; `update` follows it; a fresh home restores the lock by digest; a digest
+//! pin is used as written; an unknown tag is an error naming the package.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use agentpack_lockfile::Lockfile;
+use agentpack_test_support::{IsolatedHome, TestRegistry};
+
+fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("agentpack")
+}
+
+fn run(home: &IsolatedHome, args: &[&str]) -> Output {
+    home.command(&bin(), None).args(args).output().unwrap()
+}
+
+fn ok(home: &IsolatedHome, args: &[&str]) -> String {
+    let output = run(home, args);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "agentpack {args:?} failed\nstdout:\n{}\nstderr:\n{stderr}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    stderr
+}
+
+fn generation(home: &IsolatedHome) -> PathBuf {
+    std::fs::canonicalize(home.staging_root.join("modes/default")).unwrap()
+}
+
+/// Whether some regular file under `dir` holds `needle`.
+fn holds(dir: &Path, needle: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let kind = entry.file_type().unwrap();
+        if kind.is_dir() {
+            holds(&entry.path(), needle)
+        } else {
+            kind.is_file()
+                && String::from_utf8_lossy(&std::fs::read(entry.path()).unwrap()).contains(needle)
+        }
+    })
+}
+
+/// A skill directory whose body says `body`.
+fn skill_dir(root: &Path, body: &str) -> PathBuf {
+    let dir = root.join(format!("pdf-{}", body.replace(' ', "-")));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("SKILL.md"),
+        format!("---\nname: pdf\ndescription: fill PDF forms\n---\n\n{body}\n"),
+    )
+    .unwrap();
+    dir
+}
+
+fn publish(publisher: &IsolatedHome, dir: &Path, target: &str) {
+    ok(publisher, &["publish", dir.to_str().unwrap(), target]);
+}
+
+fn locked_url(home: &IsolatedHome, module: &str) -> String {
+    let lock = Lockfile::load(&home.project.join("pack.lock")).unwrap();
+    lock.package(module).unwrap().url.clone()
+}
+
+#[test]
+fn publish_add_lock_sync_and_update_after_the_tag_moves() {
+    let registry = TestRegistry::start();
+    let work = tempfile::tempdir().unwrap();
+    let publisher = IsolatedHome::new();
+    let module = registry.repository_url("acme/skills/pdf");
+    publish(
+        &publisher,
+        &skill_dir(work.path(), "first body"),
+        &format!("{module}:stable"),
+    );
+
+    let home = IsolatedHome::new();
+    ok(&home, &["init", "--name", "demo"]);
+    ok(&home, &["add", &format!("{module}:stable")]);
+    let manifest = std::fs::read_to_string(home.project.join("agentpack.toml")).unwrap();
+    assert!(
+        manifest.contains(&format!("\"{module}\" = {{ tag = \"stable\" }}")),
+        "{manifest}"
+    );
+    let first = locked_url(&home, &module);
+    assert!(
+        first.starts_with(&format!("{module}:stable@sha256:")),
+        "{first}"
+    );
+    let lock = Lockfile::load(&home.project.join("pack.lock")).unwrap();
+    let entry = lock.package(&module).unwrap();
+    assert!(entry.content_hash.is_some());
+    assert_eq!(entry.kind, "skill");
+    assert!(holds(&generation(&home), "first body"));
+
+    // The tag moves in the registry: sync keeps the locked digest, update follows the tag.
+    publish(
+        &publisher,
+        &skill_dir(work.path(), "second body"),
+        &format!("{module}:stable"),
+    );
+    ok(&home, &["sync"]);
+    assert_eq!(locked_url(&home, &module), first);
+    assert!(holds(&generation(&home), "first body"));
+    ok(&home, &["update"]);
+    let second = locked_url(&home, &module);
+    assert_ne!(second, first);
+    assert!(
+        second.starts_with(&format!("{module}:stable@sha256:")),
+        "{second}"
+    );
+    assert!(holds(&generation(&home), "second body"));
+    assert!(!holds(&generation(&home), "first body"));
+
+    // A fresh home restores the lock by digest.
+    let fresh = IsolatedHome::new();
+    for file in ["agentpack.toml", "pack.lock"] {
+        std::fs::copy(home.project.join(file), fresh.project.join(file)).unwrap();
+    }
+    ok(&fresh, &["sync"]);
+    assert_eq!(
+        generation(&fresh).file_name(),
+        generation(&home).file_name()
+    );
+
+    // A digest pin is used as written, whatever the tag says.
+    let digest = first.rsplit_once('@').unwrap().1.to_owned();
+    std::fs::write(
+        home.project.join("agentpack.toml"),
+        manifest.replace(
+            "{ tag = \"stable\" }",
+            &format!("{{ digest = \"{digest}\" }}"),
+        ),
+    )
+    .unwrap();
+    ok(&home, &["lock"]);
+    assert_eq!(locked_url(&home, &module), format!("{module}@{digest}"));
+    ok(&home, &["sync"]);
+    assert!(holds(&generation(&home), "first body"));
+}
+
+#[test]
+fn an_unknown_tag_is_an_error_naming_the_package() {
+    let registry = TestRegistry::start();
+    let home = IsolatedHome::new();
+    ok(&home, &["init", "--name", "demo"]);
+    let module = registry.repository_url("acme/skills/none");
+    let output = run(&home, &["add", &format!("{module}:9.9.9")]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&module) && stderr.contains("9.9.9"),
+        "{stderr}"
+    );
+    // Nothing was written.
+    let manifest = std::fs::read_to_string(home.project.join("agentpack.toml")).unwrap();
+    assert!(!manifest.contains("oci://"), "{manifest}");
+}

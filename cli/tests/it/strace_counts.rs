@@ -1,0 +1,215 @@
+//! How often one `agentpack add <local package>` touches each file, counted with strace: the
+//! pipeline reads `agentpack.toml` and `pack.lock` once per process and passes them on, opens the
+//! store once, and resolves once (each package file is read at most twice: copied into the store
+//! and hashed). A regression that reads a file again, opens a second store handle or resolves twice
+//! fails here.
+//!
+//! What is counted, from `strace -f -e trace=%file` of the whole process tree:
+//! - `agentpack.toml`, `pack.lock`: successful `open`/`openat` of the project's files (any flags;
+//!   a write goes through a temporary file renamed over it, which is not an open of the file);
+//! - the store: `Store::open` is the only code that looks at the store root's hygiene file
+//!   `<store>/CACHEDIR.TAG` (it writes it when missing), so the syscalls naming it count the store
+//!   handles. The store lock `<store>/v1/lock` is taken once per publication by design and is not
+//!   a measure of handles;
+//! - package files: every read-only `open`/`openat` of a path ending in one of the packages' file
+//!   paths, per distinct path (the source file, the copy in a work directory, the published store
+//!   path): none at most twice.
+//!
+//! A full `sync` and a fast one (the fingerprint of the last full sync hashes both files) are held
+//! to the same bounds for the manifest, the lock and the store.
+//!
+//! Needs `/usr/bin/strace` (or `strace` on PATH); without it the tests are skipped, except under
+//! `CI=true`, where a missing strace fails.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use agentpack_test_support::{skip, IsolatedHome};
+
+fn strace() -> Option<PathBuf> {
+    let fixed = PathBuf::from("/usr/bin/strace");
+    if fixed.is_file() {
+        return Some(fixed);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("strace"))
+        .find(|candidate| candidate.is_file())
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// A package directory with a skill and a rules file; returns the files' paths in the package.
+fn package(dir: &Path, name: &str) -> Vec<String> {
+    let skill = format!("skills/{name}/SKILL.md");
+    write(
+        &dir.join(&skill),
+        &format!("---\nname: {name}\ndescription: The {name} skill.\n---\nSay {name}.\n"),
+    );
+    write(&dir.join("AGENTS.md"), &format!("# rules of {name}\n"));
+    vec![skill, "AGENTS.md".to_owned()]
+}
+
+fn agentpack(iso: &IsolatedHome) -> Command {
+    iso.command(&assert_cmd::cargo::cargo_bin("agentpack"), None)
+}
+
+/// The path and the flags of each successful open in `trace`.
+fn opens(trace: &str) -> Vec<(String, String)> {
+    trace
+        .lines()
+        .filter(|line| line.contains("open(") || line.contains("openat("))
+        .filter(|line| !line.contains("= -1 "))
+        .filter_map(|line| {
+            let start = line.find('"')? + 1;
+            let end = start + line[start..].find('"')?;
+            let flags = line[end + 1..].split(',').nth(1).unwrap_or("").trim();
+            Some((line[start..end].to_owned(), flags.to_owned()))
+        })
+        .collect()
+}
+
+/// The `%file` trace of `agentpack <args>` in `iso`'s project; `None` (the test skips) when
+/// strace is missing or cannot trace here, which fails under `CI=true`.
+fn traced(iso: &IsolatedHome, args: &[&str]) -> Option<String> {
+    let Some(strace) = strace() else {
+        skip("strace is not installed (Debian: apt-get install strace)");
+        return None;
+    };
+    let trace_file = iso.home.join("command.trace");
+    let command = agentpack(iso);
+    let traced = Command::new(&strace)
+        .args(["-f", "-qq", "-e", "trace=%file", "-o"])
+        .arg(&trace_file)
+        .arg(command.get_program())
+        .args(args)
+        .env_clear()
+        .envs(
+            command
+                .get_envs()
+                .filter_map(|(key, value)| value.map(|value| (key.to_owned(), value.to_owned()))),
+        )
+        .current_dir(command.get_current_dir().unwrap())
+        .output()
+        .unwrap();
+    if !traced.status.success() {
+        let stderr = String::from_utf8_lossy(&traced.stderr);
+        // A container without ptrace cannot trace: that is the machine, not agentpack.
+        let cannot_trace = stderr.contains("ptrace") || stderr.contains("Operation not permitted");
+        assert!(cannot_trace, "{args:?} failed under strace: {stderr}");
+        skip(format!("strace cannot trace here: {stderr}"));
+        return None;
+    }
+    Some(std::fs::read_to_string(&trace_file).unwrap())
+}
+
+/// How often `trace` opens `path`, and how often it names the store's `CACHEDIR.TAG` (the store
+/// handles).
+fn opened(trace: &str, path: &Path) -> usize {
+    let text = path.to_string_lossy();
+    opens(trace).iter().filter(|(p, _)| *p == text).count()
+}
+
+fn store_opens(trace: &str) -> usize {
+    trace
+        .lines()
+        .filter(|line| line.contains("/store/CACHEDIR.TAG\""))
+        .count()
+}
+
+fn ok(iso: &IsolatedHome, args: &[&str]) {
+    let output = agentpack(iso).args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn add_of_a_local_package_reads_each_file_at_most_twice() {
+    let iso = IsolatedHome::new();
+    let mut files = package(&iso.project.join("pkgs/one"), "one");
+    files.extend(package(&iso.project.join("pkgs/two"), "two"));
+    ok(&iso, &["init"]);
+    ok(&iso, &["add", "./pkgs/one"]);
+    let Some(trace) = traced(&iso, &["add", "./pkgs/two"]) else {
+        return;
+    };
+    let opened_files = opens(&trace);
+
+    let project = std::fs::canonicalize(&iso.project).unwrap();
+    let manifest = opened(&trace, &project.join("agentpack.toml"));
+    let lock = opened(&trace, &project.join("pack.lock"));
+    assert!(manifest <= 2, "agentpack.toml opened {manifest} times");
+    assert!(lock <= 2, "pack.lock opened {lock} times");
+    let stores = store_opens(&trace);
+    assert_eq!(stores, 1, "the store was opened {stores} times");
+
+    let mut reads: BTreeMap<&str, usize> = BTreeMap::new();
+    for (path, flags) in &opened_files {
+        if !flags.starts_with("O_RDONLY") {
+            continue;
+        }
+        if files.iter().any(|file| path.ends_with(&format!("/{file}"))) {
+            *reads.entry(path.as_str()).or_default() += 1;
+        }
+    }
+    assert!(
+        reads
+            .keys()
+            .any(|path| path.starts_with(project.to_str().unwrap())),
+        "the trace shows the package sources being read: {reads:#?}"
+    );
+    let too_often: Vec<_> = reads.iter().filter(|(_, n)| **n > 2).collect();
+    assert!(
+        too_often.is_empty(),
+        "package files read more than twice: {too_often:#?}"
+    );
+    // The add did what it says.
+    let lock_text = std::fs::read_to_string(project.join("pack.lock")).unwrap();
+    assert!(lock_text.contains("two"), "{lock_text}");
+}
+
+#[test]
+fn a_full_sync_and_a_fast_one_read_the_manifest_and_the_lock_at_most_twice() {
+    let iso = IsolatedHome::new();
+    package(&iso.project.join("pkgs/one"), "one");
+    ok(&iso, &["init"]);
+    ok(&iso, &["add", "./pkgs/one"]);
+    let project = std::fs::canonicalize(&iso.project).unwrap();
+    // A package edit: the sync is a full one (resolve, plan, build, select, record the fast path).
+    write(&project.join("pkgs/one/AGENTS.md"), "# rules, edited\n");
+    for what in ["full", "fast"] {
+        let Some(trace) = traced(&iso, &["sync"]) else {
+            return;
+        };
+        let manifest = opened(&trace, &project.join("agentpack.toml"));
+        let lock = opened(&trace, &project.join("pack.lock"));
+        assert!(
+            manifest <= 2,
+            "{what} sync: agentpack.toml opened {manifest} times"
+        );
+        assert!(lock <= 2, "{what} sync: pack.lock opened {lock} times");
+        let stores = store_opens(&trace);
+        assert_eq!(
+            stores, 1,
+            "{what} sync: the store was opened {stores} times"
+        );
+        // The full one published a generation (renamed into the store); the fast one did not.
+        let published = trace
+            .lines()
+            .any(|line| line.contains("rename") && line.contains("-generation-default\""));
+        assert_eq!(
+            published,
+            what == "full",
+            "{what} sync published: {published}"
+        );
+    }
+}

@@ -1,0 +1,181 @@
+//! The [`Sweeper`]: removing (or, dry, counting) what GC decided to remove, honouring ownership,
+//! counting only what really went, plus the stamp sweep and the "not removed" warnings.
+//!
+//! Must never remove an entry this user does not own, and never count a removal that failed.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use super::*;
+use crate::error::Result;
+use crate::fsutil;
+use crate::publish::STAMPS;
+use crate::store::{Store, BLOBS};
+
+/// Removes (or, dry, counts) what GC decided to remove, honouring ownership: only the owner of an entry
+/// (or root) removes it, everything else is listed in `not_removed`, and nothing is counted that did
+/// not go.
+pub(super) struct Sweeper<'a> {
+    pub(super) dry: bool,
+    pub(super) report: &'a mut GcReport,
+}
+
+impl Sweeper<'_> {
+    /// `Some(owner)` when this process may remove `path`; else records why not.
+    pub(super) fn permitted(&mut self, kind: &'static str, path: &Path) -> Option<u32> {
+        let Some(owner) = fsutil::owner_of(path) else {
+            // Gone already (a concurrent removal by its owner): nothing to do.
+            return None;
+        };
+        if fsutil::may_remove(owner) {
+            return Some(owner);
+        }
+        self.report.not_removed.push(NotRemoved {
+            kind,
+            path: path.to_path_buf(),
+            owner: Some(owner),
+            reason: format!("it belongs to uid {owner}; only its owner or root may remove it"),
+        });
+        None
+    }
+
+    /// Remove one file (a root, a slot, a blob, metadata); `true` when it went (or, dry, would go).
+    pub(super) fn remove_file(&mut self, kind: &'static str, path: &Path) -> bool {
+        self.remove_with(
+            kind,
+            path,
+            |path| {
+                std::fs::symlink_metadata(path).map_or(0, |meta| fsutil::freed_by_removing(&meta))
+            },
+            fsutil::remove_file_counting,
+        )
+    }
+
+    /// Remove a tree (a leftover of `.tmp/`); `true` when it went.
+    pub(super) fn remove_tree(&mut self, kind: &'static str, path: &Path) -> bool {
+        self.remove_with(
+            kind,
+            path,
+            |path| tree_bytes(path, 0),
+            fsutil::remove_tree_counting,
+        )
+    }
+
+    /// Remove `path` with `remove` (which counts the bytes it frees), or, dry, count what
+    /// `would_free` says; a failure is recorded, not returned. `true` when it went (or would go).
+    pub(super) fn remove_with(
+        &mut self,
+        kind: &'static str,
+        path: &Path,
+        would_free: impl FnOnce(&Path) -> u64,
+        remove: impl FnOnce(&Path, &mut u64) -> Result<()>,
+    ) -> bool {
+        if self.permitted(kind, path).is_none() {
+            return false;
+        }
+        if self.dry {
+            self.report.bytes_freed += would_free(path);
+            return true;
+        }
+        let mut freed = 0;
+        let result = remove(path, &mut freed);
+        self.report.bytes_freed += freed;
+        match result {
+            Ok(()) => true,
+            Err(err) => {
+                self.failed(kind, path, &err);
+                false
+            }
+        }
+    }
+
+    pub(super) fn failed(&mut self, kind: &'static str, path: &Path, err: &crate::StoreError) {
+        self.report.not_removed.push(NotRemoved {
+            kind,
+            path: path.to_path_buf(),
+            owner: fsutil::owner_of(path),
+            reason: err.to_string(),
+        });
+    }
+}
+
+/// Removes every blob stamp (`stamps/<uid>/<2hex>/<blob>`) this user can reach whose blob is gone:
+/// those of the blobs this GC deleted and any a killed run left, through the sweeper (counted in
+/// `bytes_freed` like every removal, a failure reported). A stamp left behind costs nothing but a
+/// file (a new blob of that name has another inode, so the stale stamp only makes its first link
+/// re-hash it). Another user's stamps sit in their 0700 directory: theirs (or root's) to collect.
+/// Stamp temp files (`.stamp-*`) are left alone.
+pub(super) fn sweep_stamps(store: &Store, sweep: &mut Sweeper<'_>) {
+    let blobs = store.dir.join(BLOBS);
+    let readable = |dir: &Path| std::fs::read_dir(dir).into_iter().flatten().flatten();
+    for user in readable(&store.dir.join(STAMPS)) {
+        for shard in readable(&user.path()) {
+            for entry in readable(&shard.path()) {
+                let name = entry.file_name();
+                if name.to_string_lossy().starts_with('.') {
+                    continue;
+                }
+                let blob = blobs.join(shard.file_name()).join(&name);
+                let gone = matches!(
+                    std::fs::symlink_metadata(&blob),
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound
+                );
+                if gone {
+                    sweep.remove_file("blob stamp", &entry.path());
+                }
+            }
+        }
+    }
+}
+
+/// One warning per owner of what could not be removed (with the remedy), and one per failure.
+pub(super) fn not_removed_warnings(not_removed: &[NotRemoved], dry: bool) -> Vec<String> {
+    let me = fsutil::euid();
+    let mut by_owner: std::collections::BTreeMap<u32, usize> = std::collections::BTreeMap::new();
+    let mut out = Vec::new();
+    for item in not_removed {
+        match item.owner {
+            Some(owner) if owner != me && item.reason.starts_with("it belongs to uid") => {
+                *by_owner.entry(owner).or_insert(0) += 1;
+            }
+            _ => out.push(format!(
+                "warning: could not remove {} {}: {}",
+                item.kind,
+                item.path.display(),
+                item.reason
+            )),
+        }
+    }
+    let verb = if dry {
+        "would not remove"
+    } else {
+        "did not remove"
+    };
+    for (owner, count) in by_owner {
+        out.insert(
+            0,
+            format!(
+                "warning: {verb} {count} unused item(s) of uid {owner} (store paths, blobs, roots or leftovers it made): only their owner or root may remove them in a shared store; run `agentpack gc` as that user, or as root (the store's administrator) to collect the whole store"
+            ),
+        );
+    }
+    out
+}
+
+/// Allocated bytes (what `du` counts) of what removing the tree at `root` gives back: its directories
+/// and the files whose last link is the one in the tree (`nlink <= 1 + extra`).
+pub(super) fn tree_bytes(root: &Path, extra: u64) -> u64 {
+    let mut total = 0;
+    for entry in walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .into_iter()
+        .flatten()
+    {
+        if let Ok(meta) = entry.metadata() {
+            if meta.is_dir() || meta.nlink() <= 1 + extra {
+                total += meta.blocks() * 512;
+            }
+        }
+    }
+    total
+}

@@ -1,0 +1,392 @@
+//! Input-addressed store paths: [`Store::publish_built`] (a build callback writes the tree) and
+//! [`Store::publish_files`] (a plan of [`PlannedFile`]s, e.g. a generation).
+//!
+//! Owns: [`Source`], [`PlannedFile`], plan validation and placing planned files. Must never rebuild a
+//! name that is already published and usable, and never accept a plan path that escapes its root.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Component, Path, PathBuf};
+
+use rayon::prelude::*;
+
+use super::*;
+use crate::error::{IoContext, Result, StoreError};
+use crate::fsutil::{self, set_mode, unique_name};
+use crate::link::create_empty;
+use crate::lock::LockKind;
+use crate::meta::{Entry, PathKind};
+use crate::names::{BlobId, StorePath, StorePathName};
+use crate::store::Store;
+
+/// Where the content of one planned file comes from.
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// A blob already in the store (no hashing, no copying: linked).
+    Blob(BlobId),
+    /// These bytes (imported as a blob unless empty).
+    Bytes(Vec<u8>),
+    /// A symbolic link with this target text (`executable` is ignored).
+    Symlink(String),
+    /// An existing file: a file of another store path is linked from its blob; any other file is copied
+    /// into a blob first.
+    ExistingFile(PathBuf),
+}
+
+/// One file of a [`Store::publish_files`] plan.
+#[derive(Clone, Debug)]
+pub struct PlannedFile {
+    /// Relative `/`-separated path inside the store path (no `..`, no absolute, no empty components).
+    pub path: String,
+    /// Where the content comes from.
+    pub source: Source,
+    /// Mode 0555 instead of 0444.
+    pub executable: bool,
+}
+
+impl PlannedFile {
+    /// A planned file.
+    pub fn new(path: impl Into<String>, source: Source, executable: bool) -> Self {
+        PlannedFile {
+            path: path.into(),
+            source,
+            executable,
+        }
+    }
+}
+
+/// Check every planned path; return the directories to create (parents first) and the plan order.
+pub(super) fn validate_plan(plan: &[PlannedFile]) -> Result<(Vec<String>, Vec<usize>)> {
+    let mut files = std::collections::BTreeSet::new();
+    let mut dirs = std::collections::BTreeSet::new();
+    for planned in plan {
+        let invalid = |reason| StoreError::InvalidPath {
+            path: planned.path.clone(),
+            reason,
+        };
+        let path = Path::new(&planned.path);
+        if planned.path.is_empty() || planned.path.ends_with('/') || planned.path.contains("//") {
+            return Err(invalid("empty path or empty component"));
+        }
+        if planned.path.contains('\0') {
+            return Err(invalid("NUL in path"));
+        }
+        let plain = planned
+            .path
+            .split('/')
+            .all(|part| part != "." && part != "..")
+            && path
+                .components()
+                .all(|component| matches!(component, Component::Normal(_)));
+        if !plain {
+            return Err(invalid(
+                "only plain relative components are allowed (no leading '/', '.', '..')",
+            ));
+        }
+        if !files.insert(planned.path.clone()) {
+            return Err(invalid("the same path is planned twice"));
+        }
+        let mut prefix = String::new();
+        let parts: Vec<&str> = planned.path.split('/').collect();
+        for part in &parts[..parts.len() - 1] {
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(part);
+            dirs.insert(prefix.clone());
+        }
+    }
+    if let Some(clash) = dirs.iter().find(|dir| files.contains(*dir)) {
+        return Err(StoreError::InvalidPath {
+            path: clash.clone(),
+            reason: "planned both as a file and as a directory",
+        });
+    }
+    let mut dirs: Vec<String> = dirs.into_iter().collect();
+    dirs.sort_by(|a, b| {
+        a.matches('/')
+            .count()
+            .cmp(&b.matches('/').count())
+            .then(a.as_bytes().cmp(b.as_bytes()))
+    });
+    Ok((dirs, (0..plan.len()).collect()))
+}
+
+/// Write `bytes` to the new file `dst` with `mode_bits`.
+pub(super) fn write_new(dst: &Path, bytes: &[u8], mode_bits: u32) -> Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(dst)
+        .ctx("create", dst)?;
+    file.write_all(bytes).ctx("write", dst)?;
+    drop(file);
+    set_mode(dst, mode_bits)
+}
+
+impl Store {
+    /// The published input-addressed path `name` when this user may use it; `Err` when another user
+    /// published it (nothing but rebuilding could tell its content is right, and its owner could
+    /// change it afterwards; input-addressed names include the user, so only a deliberate collision
+    /// gets here).
+    pub(super) fn usable_input_addressed(&self, name: &StorePathName) -> Result<Option<StorePath>> {
+        let Some(existing) = self.published(name) else {
+            return Ok(None);
+        };
+        if self.trusted(existing.path()) {
+            return Ok(Some(existing));
+        }
+        Err(StoreError::ForeignObject {
+            what: "store path",
+            path: existing.path().to_path_buf(),
+            owner: fsutil::owner_of(existing.path()),
+        })
+    }
+
+    /// Publish an input-addressed store path called `name`, written by `build(out_dir, final_path)`.
+    /// The final path is known before the build, so content may embed it. If `name` is already
+    /// published, `build` is not called. Files are deduplicated into blobs afterwards; `references`
+    /// are kept alive by GC as long as this path is.
+    pub fn publish_built<F>(
+        &self,
+        name: &StorePathName,
+        references: &[StorePath],
+        build: F,
+    ) -> Result<StorePath>
+    where
+        F: FnOnce(
+            &Path,
+            &Path,
+        ) -> std::result::Result<(), Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let _lock = self.lock(LockKind::Shared)?;
+        if let Some(existing) = self.usable_input_addressed(name)? {
+            self.add_temp_root(&existing)?;
+            return Ok(existing);
+        }
+        let (base, _build_lock) = self.new_build_dir("built-")?;
+        let out = base.join("out");
+        let final_path = self.path_of(name);
+        let result = (|| {
+            fs_err::create_dir(&out).ctx("create", &out)?;
+            build(&out, &final_path).map_err(|source| StoreError::Build {
+                name: name.to_string(),
+                source,
+            })?;
+            let entries = self.absorb_tree(&out)?;
+            let meta = new_meta(name, PathKind::Built, None, references, entries);
+            self.commit(&base, &out, name, meta)
+        })();
+        let _ = fsutil::remove_tree(&base);
+        let path = result?;
+        self.add_temp_root(&path)?;
+        Ok(path)
+    }
+
+    /// Turn the files a builder wrote in `out` into blob links; returns the manifest.
+    pub(super) fn absorb_tree(&self, out: &Path) -> Result<Vec<Entry>> {
+        let (mut entries, files) = scan_tree(out)?;
+        let file_entries: Vec<Entry> = files
+            .par_iter()
+            .map(|(relative, path, exec)| {
+                set_mode(path, file_mode(*exec))?;
+                let (id, size) = blake3_file(path)?;
+                if size == 0 {
+                    return Ok(Entry::File {
+                        path: relative.clone(),
+                        blob: None,
+                        size: 0,
+                        exec: *exec,
+                    });
+                }
+                let adopted = !self.has_blob(&id, *exec) && {
+                    let temp = self.tmp_dir().join(unique_name("blob-"));
+                    self.place_in_store(path, &temp, file_mode(*exec))?;
+                    self.store_blob_from_temp(&temp, &id, *exec)?
+                };
+                if !adopted {
+                    // The blob exists (or another file won the race): link the builder's file to it.
+                    // Another user's blob that lies leaves the builder's own file in place.
+                    let temp = path.with_file_name(unique_name(".absorb-"));
+                    match self.link_blob(&id, *exec, &temp) {
+                        Ok(_) => fs_err::rename(&temp, path).ctx("replace", path)?,
+                        Err(StoreError::TamperedObject { .. }) => {
+                            self.restore_blob_from(&id, *exec, path);
+                        }
+                        Err(err) => return Err(err),
+                    }
+                }
+                Ok(Entry::File {
+                    path: relative.clone(),
+                    blob: Some(id),
+                    size,
+                    exec: *exec,
+                })
+            })
+            .collect::<Result<_>>()?;
+        entries.extend(file_entries);
+        sort_entries(&mut entries);
+        Ok(entries)
+    }
+
+    /// Publish an input-addressed store path called `name` assembled from `plan`: files are linked from
+    /// blobs (known blobs are never re-hashed), bytes become blobs, symlinks are created. If `name` is
+    /// already published it is returned as is.
+    pub fn publish_files(
+        &self,
+        name: &StorePathName,
+        plan: &[PlannedFile],
+        references: &[StorePath],
+    ) -> Result<StorePath> {
+        let (dirs, mut order) = validate_plan(plan)?;
+        order.sort_by(|&a, &b| plan[a].path.as_bytes().cmp(plan[b].path.as_bytes()));
+        let _lock = self.lock(LockKind::Shared)?;
+        if let Some(existing) = self.usable_input_addressed(name)? {
+            self.add_temp_root(&existing)?;
+            return Ok(existing);
+        }
+        let (base, _build_lock) = self.new_build_dir("files-")?;
+        let out = base.join("out");
+        let result = (|| {
+            fs_err::create_dir(&out).ctx("create", &out)?;
+            let mut entries = Vec::new();
+            for dir in &dirs {
+                let path = out.join(dir);
+                fs_err::create_dir(&path).ctx("create", &path)?;
+                entries.push(Entry::Dir { path: dir.clone() });
+            }
+            let file_entries: Vec<Entry> = order
+                .par_iter()
+                .map(|&index| self.place_planned(&plan[index], &out.join(&plan[index].path)))
+                .collect::<Result<_>>()?;
+            entries.extend(file_entries);
+            sort_entries(&mut entries);
+            let meta = new_meta(name, PathKind::Files, None, references, entries);
+            self.commit(&base, &out, name, meta)
+        })();
+        let _ = fsutil::remove_tree(&base);
+        let path = result?;
+        self.add_temp_root(&path)?;
+        Ok(path)
+    }
+
+    pub(super) fn place_planned(&self, planned: &PlannedFile, dst: &Path) -> Result<Entry> {
+        let exec = planned.executable;
+        let path = planned.path.clone();
+        let blob_entry = |id: BlobId, size: u64| Entry::File {
+            path: path.clone(),
+            blob: Some(id),
+            size,
+            exec,
+        };
+        match &planned.source {
+            Source::Symlink(target) => {
+                std::os::unix::fs::symlink(target, dst).ctx("create link", dst)?;
+                Ok(Entry::Link {
+                    path: path.clone(),
+                    target: target.clone(),
+                })
+            }
+            Source::Blob(id) => {
+                self.link_blob(id, exec, dst)?;
+                let size = fs_err::symlink_metadata(dst).ctx("inspect", dst)?.len();
+                Ok(blob_entry(*id, size))
+            }
+            Source::Bytes(bytes) => {
+                if bytes.is_empty() {
+                    create_empty(dst, file_mode(exec))?;
+                    return Ok(Entry::File {
+                        path: path.clone(),
+                        blob: None,
+                        size: 0,
+                        exec,
+                    });
+                }
+                let id = self.import_bytes_locked(bytes, exec)?;
+                match self.link_blob(&id, exec, dst) {
+                    // Another user's blob of that name lies: this path gets its own copy.
+                    Err(StoreError::TamperedObject { .. }) => {
+                        write_new(dst, bytes, file_mode(exec))?;
+                        self.restore_blob_from(&id, exec, dst);
+                    }
+                    other => {
+                        other?;
+                    }
+                }
+                Ok(blob_entry(id, bytes.len() as u64))
+            }
+            Source::ExistingFile(file) => {
+                let inside_store = file.starts_with(&self.dir);
+                let known = if let Some(found) = self.known_blob_of(file) {
+                    Some(found)
+                } else if inside_store {
+                    let (id, size) = blake3_file(file)?;
+                    (size == 0 || self.has_blob(&id, exec) || self.has_blob(&id, !exec))
+                        .then_some((id, size))
+                } else {
+                    None
+                };
+                let imported = match known {
+                    Some((_, 0)) => None,
+                    Some(found) => Some(found),
+                    None => self.import_file_locked(file, exec)?,
+                };
+                match imported {
+                    None => {
+                        create_empty(dst, file_mode(exec))?;
+                        Ok(Entry::File {
+                            path: path.clone(),
+                            blob: None,
+                            size: 0,
+                            exec,
+                        })
+                    }
+                    Some((id, size)) => {
+                        if let Err(err) = self.link_blob(&id, exec, dst) {
+                            let StoreError::TamperedObject { .. } = err else {
+                                return Err(err);
+                            };
+                            // The blob of that name lies (another user's, or changed in place):
+                            // copy the file itself, checked; an own blob is restored from the copy.
+                            self.copy_verified(file, dst, &id, file_mode(exec), None)?;
+                            self.restore_blob_from(&id, exec, dst);
+                        }
+                        Ok(blob_entry(id, size))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The blob and size of a file of a published store path, from its manifest (no hashing).
+    pub(super) fn known_blob_of(&self, file: &Path) -> Option<(BlobId, u64)> {
+        let relative = file.strip_prefix(&self.dir).ok()?;
+        let mut components = relative.components();
+        let name = components
+            .next()?
+            .as_os_str()
+            .to_str()?
+            .parse::<StorePathName>()
+            .ok()?;
+        let inner = components.as_path().to_str()?;
+        // Another user's metadata is theirs to rewrite: their files are hashed instead.
+        if !self.trusted(&self.path_of(&name)) || !self.trusted(&self.meta_path(name.as_str())) {
+            return None;
+        }
+        let meta = self.cached_meta(&name)?;
+        let index = meta
+            .entries
+            .binary_search_by(|entry| entry.path().as_bytes().cmp(inner.as_bytes()))
+            .ok()?;
+        match &meta.entries[index] {
+            Entry::File {
+                blob: Some(id),
+                size,
+                ..
+            } => (self.has_blob(id, false) || self.has_blob(id, true)).then_some((*id, *size)),
+            Entry::File { blob: None, .. } => Some((BlobId::of(b""), 0)),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! Putting things into the store: blobs (import a file or bytes once, named by BLAKE3) and store paths
+//! (`publish_tree` for packages, `publish_built` and `publish_files` for input-addressed paths such as
+//! generations).
+//!
+//! Every publication: hold the store lock shared, build in a locked `.tmp/` directory, link files from
+//! blobs, make the tree read-only, one flush (syncfs), `rename(2)` into place (a lost race is success:
+//! same name, same content), write the metadata, fsync the directories, register a temp root. Nothing is
+//! ever visible under a final name half-written: blobs are linked into place complete, store paths are
+//! renamed complete. A package is published only after its tree hash matches the expected one.
+//!
+//! Layout: `blob` (blobs, stamps, linking), `package` (content-addressed package trees), `built`
+//! (input-addressed paths and plans); this module holds the shared commit (seal, flush, rename) and
+//! tree scanning.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use crate::error::{IoContext, Result, StoreError};
+use crate::fsutil::{self, set_mode, unique_name};
+use crate::meta::{Entry, PathKind, StorePathMeta, META_VERSION};
+use crate::names::{StorePath, StorePathName};
+use crate::store::Store;
+use crate::tree_hash::{relative_bytes, TreeHash};
+
+mod blob;
+mod built;
+mod package;
+
+pub(crate) use blob::{blake3_file, file_mode, STAMPS};
+pub use built::{PlannedFile, Source};
+
+/// Prefix of a tree being published, sealed in the store directory before its final rename.
+pub(crate) const PUBLISH_PREFIX: &str = ".pub-";
+
+fn utf8_relative(root: &Path, path: &Path) -> Result<String> {
+    let bytes = relative_bytes(root, path);
+    String::from_utf8(bytes).map_err(|err| StoreError::InvalidPath {
+        path: String::from_utf8_lossy(err.as_bytes()).into_owned(),
+        reason: "store paths only hold UTF-8 file names",
+    })
+}
+
+fn utf8_target(target: &Path, link: &Path) -> Result<String> {
+    target
+        .to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| StoreError::InvalidPath {
+            path: link.display().to_string(),
+            reason: "store paths only hold symbolic links with UTF-8 targets",
+        })
+}
+
+impl Store {
+    /// Make `out` read-only, flush, publish the metadata, then rename the tree to its final name.
+    ///
+    /// The metadata goes first, so a store path never exists without it (a crash in between leaves
+    /// metadata without a tree, which GC removes). A publisher that loses the rename race makes sure
+    /// the metadata describes the winner's tree, not its own.
+    ///
+    /// Everything below the top directory is sealed first; the top is moved into the store directory
+    /// under a hidden name while still writable (moving a directory into another parent needs write
+    /// permission on the directory itself, which a sealed top only grants to root), sealed there, and
+    /// then renamed to its final name within the same directory.
+    fn commit(
+        &self,
+        base: &Path,
+        out: &Path,
+        name: &StorePathName,
+        meta: StorePathMeta,
+    ) -> Result<StorePath> {
+        fsutil::seal_dirs_below(out)?;
+        let meta_temp = base.join("meta.json");
+        fs_err::write(&meta_temp, meta.to_bytes()).ctx("write", &meta_temp)?;
+        set_mode(&meta_temp, 0o444)?;
+        if self.flush {
+            fsutil::flush_filesystem(&self.dir)?;
+        }
+        let final_path = self.path_of(name);
+        let meta_path = self.meta_path(name.as_str());
+        fs_err::rename(&meta_temp, &meta_path).ctx("publish", &meta_path)?;
+        // Into the store directory under a hidden name (the top is still writable, which a move to
+        // another directory needs), sealed there, then renamed to its final name within the same
+        // directory (which needs no permission on the tree itself): a process killed at any point
+        // never leaves an unsealed tree under a final name, only a hidden leftover GC removes.
+        let staged = self.dir.join(unique_name(PUBLISH_PREFIX));
+        fs_err::rename(out, &staged).ctx("publish", &final_path)?;
+        let renamed = set_mode(&staged, 0o555).and_then(|()| {
+            std::fs::rename(&staged, &final_path)
+                .map_err(|err| StoreError::io("publish", &final_path, err))
+        });
+        if renamed.is_err() {
+            let _ = fsutil::remove_tree(&staged);
+        }
+        match renamed {
+            Ok(()) => {}
+            Err(StoreError::Io { cause: err, .. })
+                if matches!(err.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) =>
+            {
+                // Lost the race: the winner's tree is in place; its metadata must describe it.
+                let winner = self.manifest_of(&final_path)?;
+                if winner != meta.entries {
+                    let mut recovered = meta;
+                    recovered.entries = winner;
+                    let temp = base.join("meta-recovered.json");
+                    fs_err::write(&temp, recovered.to_bytes()).ctx("write", &temp)?;
+                    set_mode(&temp, 0o444)?;
+                    fs_err::rename(&temp, &meta_path).ctx("publish", &meta_path)?;
+                }
+            }
+            Err(err) => return Err(err),
+        }
+        if self.flush {
+            fsutil::fsync_dir(&self.dir.join(crate::store::META))?;
+            fsutil::fsync_dir(&self.dir)?;
+            // The top directory's mode changed after the flush.
+            fsutil::fsync_dir(&final_path)?;
+        }
+        Ok(StorePath::new(name.clone(), final_path))
+    }
+
+    /// The manifest of an existing tree (hashing every file).
+    pub(crate) fn manifest_of(&self, root: &Path) -> Result<Vec<Entry>> {
+        let (mut entries, files) = scan_tree(root)?;
+        let file_entries: Vec<Entry> = files
+            .par_iter()
+            .map(|(relative, path, exec)| {
+                let (id, size) = blake3_file(path)?;
+                Ok(Entry::File {
+                    path: relative.clone(),
+                    blob: (size > 0).then_some(id),
+                    size,
+                    exec: *exec,
+                })
+            })
+            .collect::<Result<_>>()?;
+        entries.extend(file_entries);
+        sort_entries(&mut entries);
+        Ok(entries)
+    }
+}
+
+/// A regular file found by [`scan_tree`]: relative path, path, executable.
+type ScannedFile = (String, PathBuf, bool);
+
+/// Lists a tree without following links: its directories and symbolic links as manifest entries, and
+/// its regular files as (relative path, path, executable) for the caller to hash or absorb. Any other
+/// file type is an error.
+fn scan_tree(root: &Path) -> Result<(Vec<Entry>, Vec<ScannedFile>)> {
+    let mut entries = Vec::new();
+    let mut files = Vec::new();
+    for item in walkdir::WalkDir::new(root).follow_links(false).min_depth(1) {
+        let item = item.map_err(|err| StoreError::walk(root, err))?;
+        let relative = utf8_relative(root, item.path())?;
+        let file_type = item.file_type();
+        if file_type.is_dir() {
+            entries.push(Entry::Dir { path: relative });
+        } else if file_type.is_symlink() {
+            let target = fs_err::read_link(item.path()).ctx("read link", item.path())?;
+            entries.push(Entry::Link {
+                path: relative,
+                target: utf8_target(&target, item.path())?,
+            });
+        } else if file_type.is_file() {
+            let mode = item
+                .metadata()
+                .map(|m| m.permissions().mode())
+                .unwrap_or(0o444);
+            files.push((relative, item.path().to_path_buf(), mode & 0o111 != 0));
+        } else {
+            return Err(StoreError::UnsupportedFileType {
+                path: item.path().to_path_buf(),
+            });
+        }
+    }
+    Ok((entries, files))
+}
+
+pub(crate) fn sort_entries(entries: &mut [Entry]) {
+    entries.sort_by(|a, b| a.path().as_bytes().cmp(b.path().as_bytes()));
+}
+
+pub(crate) fn new_meta(
+    name: &StorePathName,
+    kind: PathKind,
+    tree_hash: Option<TreeHash>,
+    references: &[StorePath],
+    entries: Vec<Entry>,
+) -> StorePathMeta {
+    let mut references: Vec<String> = references.iter().map(|r| r.name().to_string()).collect();
+    references.sort();
+    references.dedup();
+    StorePathMeta {
+        version: META_VERSION,
+        name: name.to_string(),
+        kind,
+        tree_hash,
+        references,
+        created: fsutil::unix_now(),
+        entries,
+        source_executables: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::blob::BlobStamp;
+    use super::*;
+    use crate::StoreOptions;
+
+    #[test]
+    fn stamps_round_trip_and_follow_links_but_not_writes_or_replacements() {
+        let meta = std::fs::metadata("/").unwrap();
+        let stamp = BlobStamp::of(&meta);
+        assert_eq!(BlobStamp::parse(&stamp.to_text()), Some(stamp));
+        assert_eq!(BlobStamp::parse("1 2 3"), None);
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("cache"), StoreOptions::default()).unwrap();
+        let id = store.import_bytes(b"good bytes\n", false).unwrap().unwrap();
+        let blob = store.blob_path(&id, false);
+        let scratch = dir.path().join("cache/store/v1/.tmp");
+        // Linking moves the blob's ctime; the stamp follows, so the next check needs no re-hash.
+        store.link_blob(&id, false, &scratch.join("a")).unwrap();
+        let recorded = std::fs::read_to_string(store.stamp_path(&id, false)).unwrap();
+        let now = BlobStamp::of(&std::fs::metadata(&blob).unwrap());
+        assert_eq!(BlobStamp::parse(&recorded), Some(now));
+        assert!(store.blob_is_intact(&id, false, &blob).unwrap());
+
+        // A new inode with other bytes renamed over the blob: refused, never linked.
+        let forged = scratch.join("forged");
+        std::fs::write(&forged, b"evil bytes\n").unwrap();
+        std::fs::rename(&forged, &blob).unwrap();
+        assert!(!store.blob_is_intact(&id, false, &blob).unwrap());
+        let refused = store.link_blob(&id, false, &scratch.join("b"));
+        assert!(
+            matches!(refused, Err(StoreError::TamperedObject { .. })),
+            "{refused:?}"
+        );
+        assert!(!scratch.join("b").exists());
+
+        // Rendered bytes of that name are placed from the bytes, and the blob is restored.
+        let name = StorePathName::from_inputs(b"stamps test", "generation-test");
+        let plan = [PlannedFile::new(
+            "f.md",
+            Source::Bytes(b"good bytes\n".to_vec()),
+            false,
+        )];
+        let path = store.publish_files(&name, &plan, &[]).unwrap();
+        assert_eq!(
+            std::fs::read(path.path().join("f.md")).unwrap(),
+            b"good bytes\n"
+        );
+        assert_eq!(std::fs::read(&blob).unwrap(), b"good bytes\n");
+        assert!(store.blob_is_intact(&id, false, &blob).unwrap());
+    }
+}

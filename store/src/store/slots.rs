@@ -1,0 +1,240 @@
+//! Slots: the documented `cache/<cache_key> -> store/v1/<name>` symlinks, their [`SlotState`],
+//! verification against a tree hash and the `.rebuildable` markers.
+//!
+//! Must never point a slot at anything but a published store path.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::error::{IoContext, Result, StoreError};
+use crate::fsutil::{self, unique_name};
+use crate::lock::LockKind;
+use crate::names::{StorePath, StorePathName};
+use crate::tree_hash::{matches_tree_hash, Match, TreeHash};
+
+/// What a slot (`cache/<cache_key>`) holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SlotState {
+    /// No slot.
+    Missing,
+    /// A link to a store path that exists.
+    Linked(StorePath),
+    /// A link whose store path is gone (collected or removed by repair): fetch again.
+    Dangling(PathBuf),
+    /// A link to something outside this store.
+    Foreign(PathBuf),
+    /// A plain directory, as agentpack 0.4 and earlier extracted it (imported on verified read).
+    LegacyDir(PathBuf),
+}
+
+impl Store {
+    pub(super) fn slot_path(&self, cache_key: &str) -> Result<PathBuf> {
+        let bad = cache_key.is_empty()
+            || cache_key.starts_with('.')
+            || cache_key.contains(['/', '\0'])
+            || cache_key == "store"
+            || cache_key == "db.reddb";
+        if bad {
+            return Err(StoreError::InvalidCacheKey {
+                found: cache_key.to_owned(),
+            });
+        }
+        Ok(self.cache_dir.join(cache_key))
+    }
+
+    /// What `cache/<cache_key>` holds.
+    pub fn slot_state(&self, cache_key: &str) -> Result<SlotState> {
+        let slot = self.slot_path(cache_key)?;
+        let meta = match std::fs::symlink_metadata(&slot) {
+            Ok(meta) => meta,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(SlotState::Missing)
+            }
+            Err(err) => return Err(StoreError::io("inspect", &slot, err)),
+        };
+        if meta.is_dir() {
+            return Ok(SlotState::LegacyDir(slot));
+        }
+        if !meta.file_type().is_symlink() {
+            return Ok(SlotState::Foreign(slot));
+        }
+        let target = fs_err::read_link(&slot).ctx("read link", &slot)?;
+        let prefix = Path::new("store").join(LAYOUT_VERSION_DIR);
+        let name = target
+            .strip_prefix(&prefix)
+            .ok()
+            .and_then(|rest| rest.to_str())
+            .and_then(|rest| rest.parse::<StorePathName>().ok());
+        match name {
+            Some(name) => match self.published(&name) {
+                Some(path) => Ok(SlotState::Linked(path)),
+                None => Ok(SlotState::Dangling(target)),
+            },
+            None => Ok(SlotState::Foreign(target)),
+        }
+    }
+
+    /// The store path in slot `cache_key`, unverified (registered as a temp root).
+    pub fn slot(&self, cache_key: &str) -> Result<Option<StorePath>> {
+        match self.slot_state(cache_key)? {
+            SlotState::Linked(path) => {
+                self.add_temp_root(&path)?;
+                Ok(Some(path))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Re-hashes the store path a slot links to against the lock's hash (traced: `-vv` shows each).
+    pub(super) fn rehash_slot(
+        cache_key: &str,
+        path: &StorePath,
+        expected: &TreeHash,
+    ) -> Result<Match> {
+        tracing::trace!(cache_key, path = %path.path().display(), "re-hashing a cache slot against the lock");
+        matches_tree_hash(path.path(), expected)
+    }
+
+    /// The store path in slot `cache_key`, after recomputing its tree hash and comparing it with
+    /// `expected` (the legacy rule counts as a match). A mismatch is
+    /// [`StoreError::ContentHashMismatch`] naming the slot; nothing is changed. A legacy slot directory
+    /// that matches is imported into the store and the slot becomes a link.
+    pub fn verified_slot(&self, cache_key: &str, expected: &TreeHash) -> Result<Option<StorePath>> {
+        let slot = self.slot_path(cache_key)?;
+        match self.slot_state(cache_key)? {
+            SlotState::Linked(path) => match Self::rehash_slot(cache_key, &path, expected)? {
+                Match::Exact | Match::Legacy => {
+                    self.add_temp_root(&path)?;
+                    Ok(Some(path))
+                }
+                Match::Mismatch { actual } => Err(StoreError::ContentHashMismatch {
+                    expected: *expected,
+                    actual,
+                    path: slot,
+                }),
+            },
+            SlotState::LegacyDir(dir) => match matches_tree_hash(&dir, expected)? {
+                Match::Exact | Match::Legacy => {
+                    let label = &cache_key[..cache_key.len().min(16)];
+                    let path = self.publish_tree(&dir, label, Some(expected))?;
+                    self.set_slot(cache_key, &path)?;
+                    Ok(Some(path))
+                }
+                Match::Mismatch { actual } => Err(StoreError::ContentHashMismatch {
+                    expected: *expected,
+                    actual,
+                    path: slot,
+                }),
+            },
+            SlotState::Missing | SlotState::Dangling(_) | SlotState::Foreign(_) => Ok(None),
+        }
+    }
+
+    /// Marks slot `cache_key` as rebuildable: its content is a copy agentpack makes again from a
+    /// source on disk (a path dependency, a `local/` mirror package) on every lock and sync, so the
+    /// slot is not a GC root. What a generation uses stays through the generation's references; older
+    /// copies become collectable, and GC then removes the slot too.
+    pub fn mark_slot_rebuildable(&self, cache_key: &str) -> Result<()> {
+        self.slot_path(cache_key)?;
+        let dir = self.cache_dir.join(REBUILDABLE_DIR);
+        if !dir.is_dir() {
+            // Every user of a shared `cache/` marks slots here: shared like the store's directories.
+            let mode = if fsutil::group_shared(&self.cache_dir) {
+                0o755 | fsutil::SHARED_DIR_BITS
+            } else {
+                0o755
+            };
+            create_dir_if_missing(&dir, Some(mode))?;
+        }
+        let marker = dir.join(cache_key);
+        if std::fs::symlink_metadata(&marker).is_err() {
+            fs_err::write(&marker, b"").ctx("write", &marker)?;
+        }
+        Ok(())
+    }
+
+    /// Whether slot `cache_key` was marked with [`Store::mark_slot_rebuildable`].
+    pub(crate) fn slot_is_rebuildable(&self, cache_key: &str) -> bool {
+        self.cache_dir
+            .join(REBUILDABLE_DIR)
+            .join(cache_key)
+            .is_file()
+    }
+
+    /// The file marking slot `cache_key` rebuildable.
+    pub(crate) fn rebuildable_marker(&self, cache_key: &str) -> PathBuf {
+        self.cache_dir.join(REBUILDABLE_DIR).join(cache_key)
+    }
+
+    /// Point slot `cache_key` at `path` atomically (temp symlink + rename). A legacy slot directory is
+    /// moved aside and removed.
+    pub fn set_slot(&self, cache_key: &str, path: &StorePath) -> Result<()> {
+        let slot = self.slot_path(cache_key)?;
+        let _lock = self.lock(LockKind::Shared)?;
+        let target = Path::new("store")
+            .join(LAYOUT_VERSION_DIR)
+            .join(path.name().as_str());
+        if std::fs::read_link(&slot).is_ok_and(|existing| existing == target) {
+            // Already so (possibly another user's link, which this user could not replace).
+            return Ok(());
+        }
+        let link = |slot: &Path| {
+            agentpack_fs::write_symlink(
+                &target,
+                slot,
+                agentpack_fs::TempName::Prefix(".slot-"),
+                agentpack_fs::Durability::None,
+            )
+        };
+        if let Err(err) = link(&slot) {
+            let is_dir = std::fs::symlink_metadata(&slot)
+                .map(|m| m.is_dir())
+                .unwrap_or(false);
+            if !is_dir {
+                return Err(err.into());
+            }
+            let aside = self.tmp_dir().join(unique_name("legacy-slot-"));
+            fs_err::rename(&slot, &aside).ctx("move aside", &slot)?;
+            link(&slot)?;
+            fsutil::remove_tree(&aside)?;
+        }
+        if self.flush {
+            fsutil::fsync_dir(&self.cache_dir)?;
+        }
+        Ok(())
+    }
+
+    /// Remove slot `cache_key` (a link; a legacy directory is removed too). Missing is fine.
+    pub fn remove_slot(&self, cache_key: &str) -> Result<()> {
+        let slot = self.slot_path(cache_key)?;
+        fsutil::remove_tree(&slot)
+    }
+
+    /// Every slot that links into this store: `(cache_key, store path name)`.
+    pub fn slots(&self) -> Result<Vec<(String, StorePathName)>> {
+        let mut out = Vec::new();
+        for entry in fs_err::read_dir(&self.cache_dir).ctx("list", &self.cache_dir)? {
+            let entry = entry.ctx("list", &self.cache_dir)?;
+            let Some(key) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if key.starts_with('.') || key == "store" {
+                continue;
+            }
+            let Ok(target) = std::fs::read_link(entry.path()) else {
+                continue;
+            };
+            let prefix = Path::new("store").join(LAYOUT_VERSION_DIR);
+            if let Some(name) = target
+                .strip_prefix(&prefix)
+                .ok()
+                .and_then(|r| r.to_str())
+                .and_then(|r| r.parse().ok())
+            {
+                out.push((key, name));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}

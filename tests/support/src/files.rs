@@ -1,0 +1,69 @@
+//! The small file helpers every suite repeated: write a file with its parents, an executable
+//! script, a copied tree, a skill's `SKILL.md`, a fixture plugin, and where the workspace's example
+//! packages are.
+//!
+//! Test-only: they panic on failure (a failed setup is a failed test).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// Writes `text` at `path`, creating the parent directories.
+pub fn write<T: AsRef<[u8]> + ?Sized>(path: &Path, text: &T) {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(path, text.as_ref()).unwrap();
+}
+
+/// Writes `text` at `root/relative`, creating the parent directories; returns the path.
+pub fn write_in<T: AsRef<[u8]> + ?Sized>(root: &Path, relative: &str, text: &T) -> PathBuf {
+    let path = root.join(relative);
+    write(&path, text);
+    path
+}
+
+/// Writes `text` at `path` (parents created) with mode 0755.
+pub fn write_executable<T: AsRef<[u8]> + ?Sized>(path: &Path, text: &T) {
+    write(path, text);
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The `SKILL.md` of a skill called `name`: frontmatter with its name and a description, one line
+/// of body.
+pub fn skill_md(name: &str) -> String {
+    format!("---\nname: {name}\ndescription: the {name} skill\n---\nUse {name}.\n")
+}
+
+/// The workspace's `examples/` directory (the example packages the docs use).
+pub fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+/// Copies the directory tree `from` to `to` (created): directories and regular files, with the
+/// files' permissions (`std::fs::copy`).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// The smallest fixture plugin, in `root`: `.claude-plugin/plugin.json` naming it `demo` 1.0.0, and
+/// one skill `demo-skill` (`skills/demo-skill/SKILL.md`) with `description` and the body
+/// `Say DEMO.`.
+pub fn demo_plugin(root: &Path, description: &str) {
+    write(
+        &root.join(".claude-plugin/plugin.json"),
+        r#"{"name": "demo", "version": "1.0.0"}"#,
+    );
+    write(
+        &root.join("skills/demo-skill/SKILL.md"),
+        &format!("---\nname: demo-skill\ndescription: {description}\n---\nSay DEMO.\n"),
+    );
+}
