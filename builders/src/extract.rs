@@ -407,7 +407,8 @@ impl SafeTreeWriter {
     }
 }
 
-fn entry_name(bytes: &[u8]) -> Result<String, ExtractError> {
+/// An entry's name as UTF-8, or the refusal naming it (also used by [`crate::oci::archive`]).
+pub(crate) fn entry_name(bytes: &[u8]) -> Result<String, ExtractError> {
     std::str::from_utf8(bytes)
         .map(str::to_owned)
         .map_err(|_| ExtractError::NonUtf8Name {
@@ -445,7 +446,7 @@ pub fn extract_github_tarball_limited(
 }
 
 /// The archive error of a tar read: a limit crossed while decompressing, or corruption.
-fn archive_error(source: std::io::Error) -> ExtractError {
+pub(crate) fn archive_error(source: std::io::Error) -> ExtractError {
     match LimitExceeded::find(&source) {
         Some(limit) => ExtractError::Limit(limit.clone()),
         None => ExtractError::Archive { source },

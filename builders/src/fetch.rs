@@ -27,7 +27,7 @@ use rayon::prelude::*;
 use crate::github::RepoId;
 use crate::local_package;
 use crate::normalize::{self, NormalizeContext};
-use crate::package_store::{PackageStore, SlotCheck, TreeMatch};
+use crate::package_store::{PackageStore, SlotCheck};
 use crate::resolve::{download_normalized, ResolutionError};
 use crate::snapshot::{FetchError, SnapshotFetcher};
 
@@ -157,7 +157,7 @@ pub fn fetch_lock(
 }
 
 /// Takes the repo snapshot of every (repository, commit) that a GitHub package with an empty slot
-/// needs, all of them concurrently ([`SnapshotFetcher::prefetch`]: kept snapshots re-hashed,
+/// needs, all of them concurrently ([`SnapshotFetcher::prefetch`]: kept snapshots checked,
 /// missing ones downloaded, each once), before any package is published: when one fails, the first
 /// package of the lock that needed it names the error and no package is published from GitHub
 /// (substituters, asked before, may have filled slots).
@@ -393,18 +393,7 @@ fn fetch_one(
     let download_verified = |tree: &Path| -> Result<BTreeSet<String>, ResolutionError> {
         let downloaded =
             download_normalized(fetcher, store, module, &repo, commit, &package.path, tree)?;
-        // The copy was just hashed: an exact match needs no second pass (the legacy rule does).
-        if downloaded.content_hash == *expected {
-            return Ok(downloaded.executables);
-        }
-        if let TreeMatch::Mismatch { actual } = store.verify_tree(tree, expected)? {
-            return Err(ResolutionError::FetchedMismatch {
-                module: module.to_owned(),
-                expected: expected.to_string(),
-                actual: actual.to_string(),
-                commit: commit.to_owned(),
-            });
-        }
+        downloaded.check_matches(store, tree, expected, module, commit)?;
         Ok(downloaded.executables)
     };
     match store.check_slot(&package.cache_key, expected)? {
@@ -476,7 +465,7 @@ pub(crate) struct Damaged<'a> {
     pub actual: ContentHash,
 }
 
-/// Restores a damaged GitHub package slot from a verified source: the kept repo snapshot (re-hashed
+/// Restores a damaged GitHub package slot from a verified source: the kept repo snapshot (checked
 /// against its record before use) or a fresh download, copied into `tree`, checked against the
 /// lock's content hash and published in place of the damaged copy. Returns the new slot and the
 /// warning naming each file that differed ("restored <module>: ... (edited through a hard link?)").
@@ -521,17 +510,7 @@ pub(crate) fn restore_damaged(
         }
         Err(other) => return Err(other),
     };
-    let matches_exactly = downloaded.content_hash == *expected;
-    if !matches_exactly {
-        if let TreeMatch::Mismatch { actual } = store.verify_tree(tree, expected)? {
-            return Err(ResolutionError::FetchedMismatch {
-                module: module.to_owned(),
-                expected: expected.to_string(),
-                actual: actual.to_string(),
-                commit: commit.to_owned(),
-            });
-        }
-    }
+    downloaded.check_matches(store, tree, expected, module, commit)?;
     let files = differing_files(&cache, tree).map_err(|source| ResolutionError::Io {
         path: cache.clone(),
         cause: source,

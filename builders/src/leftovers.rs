@@ -10,12 +10,9 @@
 //! printing.
 
 use std::fs::File;
-use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
-
-use nix::fcntl::{fcntl, FcntlArg};
 
 /// How old a leftover's `.lock` must be before it is removed.
 pub const MIN_AGE: Duration = Duration::from_secs(10);
@@ -59,7 +56,7 @@ pub fn sweep(tmp: &Path) -> SweepReport {
             .ok()
             .and_then(|modified| SystemTime::now().duration_since(modified).ok())
             .is_some_and(|age| age >= MIN_AGE);
-        if !old_enough || !owner_is_gone(&lock) {
+        if !old_enough || !owner_is_gone(&lock, &lock_path) {
             continue;
         }
         match remove_tree(&path) {
@@ -94,21 +91,17 @@ pub fn sweep_store(store: &agentpack_store::Store) -> SweepReport {
     )
 }
 
-/// Can a shared lock be taken on `lock`? Then no live process holds it exclusively.
-fn owner_is_gone(lock: &File) -> bool {
-    let request = libc::flock {
-        l_type: libc::F_RDLCK as libc::c_short,
-        l_whence: libc::SEEK_SET as libc::c_short,
-        l_start: 0,
-        l_len: 0,
-        l_pid: 0,
-    };
-    // Unsupported locks (some network filesystems) say nothing about the owner: keep the directory.
-    fcntl(lock.as_fd(), FcntlArg::F_OFD_SETLK(&request)).is_ok()
+/// Can a shared lock be taken on `lock` (at `path`)? Then no live process holds it exclusively.
+/// Unsupported locks (some network filesystems) say nothing about the owner: keep the directory.
+fn owner_is_gone(lock: &File, path: &Path) -> bool {
+    matches!(
+        agentpack_fs::lock::try_lock(lock, path, agentpack_fs::lock::LockKind::Shared),
+        Ok(agentpack_fs::lock::LockState::Held)
+    )
 }
 
 /// Removes a tree whose directories may be read-only (a half-published store path).
-fn remove_tree(root: &Path) -> std::io::Result<()> {
+pub(crate) fn remove_tree(root: &Path) -> std::io::Result<()> {
     for entry in walkdir::WalkDir::new(root).into_iter().flatten() {
         if entry.file_type().is_dir() {
             let _ = std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o755));
@@ -146,19 +139,12 @@ mod tests {
         let young = make("work-2-0-0");
         let live = make("work-3-0-0");
         age(&live.join(".lock"), 60);
-        let held = File::options()
-            .read(true)
-            .write(true)
-            .open(live.join(".lock"))
-            .unwrap();
-        let exclusive = libc::flock {
-            l_type: libc::F_WRLCK as libc::c_short,
-            l_whence: libc::SEEK_SET as libc::c_short,
-            l_start: 0,
-            l_len: 0,
-            l_pid: 0,
-        };
-        fcntl(held.as_fd(), FcntlArg::F_OFD_SETLK(&exclusive)).unwrap();
+        let held = agentpack_fs::lock::acquire(
+            &live.join(".lock"),
+            agentpack_fs::lock::LockKind::Exclusive,
+        )
+        .unwrap()
+        .expect("this filesystem supports locks");
         let trash = make("trash-4-0-0");
         age(&trash.join(".lock"), 60);
 

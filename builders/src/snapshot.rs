@@ -12,9 +12,10 @@
 //! deduplicates files into shared blobs, so a snapshot kept as files would share its inodes with the
 //! package store paths and generations of the same bytes, and an edit through a staged hard link
 //! would damage the one source a package is restored from offline. A kept snapshot is extracted into
-//! the fetcher's scratch and re-hashed (`sha256-tree-v1`, recorded in its `snapshot.json`) on first
-//! use in a command; one that no longer matches is not used: the repository is downloaded again for
-//! that command and a warning says so.
+//! the fetcher's scratch on first use in a command, its archive's BLAKE3 checked on the way against
+//! the one its `snapshot.json` records (a record without one, from an older agentpack, has the
+//! extracted tree re-hashed against its `sha256-tree-v1` instead); one that no longer matches is not
+//! used: the repository is downloaded again for that command and a warning says so.
 //! A snapshot is not a GC root: `gc` removes it like any unreachable store path (the next command
 //! after a `gc` downloads again). Without a store, snapshots live in a scratch directory that
 //! disappears with the [`SnapshotFetcher`]. Packages are copied out with
@@ -179,8 +180,14 @@ struct SnapshotRecord {
     commit: String,
     /// `tarball` or `git`.
     via: String,
-    /// The `sha256-tree-v1` of the archived tree, checked (extracted) before every use.
+    /// The `sha256-tree-v1` of the archived tree (checked after extraction when `archive_blake3` is
+    /// missing).
     tree_hash: TreeHash,
+    /// The BLAKE3 (hex) of [`SNAPSHOT_ARCHIVE`], checked while it is extracted before every use: the
+    /// extraction is deterministic, so matching bytes make the recorded tree without a re-hash.
+    /// Missing in records of an older agentpack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    archive_blake3: Option<String>,
     /// Links emptied by extraction (repository-relative).
     links_emptied: Vec<String>,
     /// Files that were executable in the repository (the tree holds them 0444).
@@ -685,25 +692,45 @@ fn load_kept(
     let extracted = fs_err::File::open(&archive)
         .map_err(|e| e.to_string())
         .and_then(|file| {
+            let mut hashed = Blake3Tee::new(std::io::BufReader::new(file));
             crate::oci::archive::read_tree(
-                std::io::BufReader::new(file),
+                &mut hashed,
                 crate::oci::archive::Compression::Zstd,
                 &root,
                 limits,
                 &format!("the kept snapshot of github.com/{repo}"),
             )
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+            // Bytes after the end of the tar count too.
+            std::io::copy(&mut hashed, &mut std::io::sink()).map_err(|e| e.to_string())?;
+            Ok(hashed.hasher.finalize())
         });
-    let checked = extracted.and_then(|_| hash_tree(&root).map_err(|e| e.to_string()));
-    match checked {
-        Ok(actual) if actual == record.tree_hash => {}
-        Ok(actual) => {
-            let _ = fs_err::remove_dir_all(&root);
-            return Kept::Damaged(format!(
-                "{} holds a tree that hashes to {actual}, not {}",
+    // `Some(reason)` when the archive is not the one recorded.
+    let changed = extracted.and_then(|digest| match &record.archive_blake3 {
+        Some(recorded) => Ok((digest.to_hex().as_str() != recorded).then(|| {
+            format!(
+                "{} hashes to blake3:{}, not the recorded blake3:{recorded}",
                 archive.display(),
-                record.tree_hash
-            ));
+                digest.to_hex()
+            )
+        })),
+        None => hash_tree(&root)
+            .map(|actual| {
+                (actual != record.tree_hash).then(|| {
+                    format!(
+                        "{} holds a tree that hashes to {actual}, not {}",
+                        archive.display(),
+                        record.tree_hash
+                    )
+                })
+            })
+            .map_err(|e| e.to_string()),
+    });
+    match changed {
+        Ok(None) => {}
+        Ok(Some(reason)) => {
+            let _ = fs_err::remove_dir_all(&root);
+            return Kept::Damaged(reason);
         }
         Err(_) if !path.path().exists() => return Kept::Missing,
         Err(error) => {
@@ -737,14 +764,16 @@ fn keep(store: &Store, downloaded: &RepoSnapshot) -> Result<(), String> {
         .publish_built(&name, &[], |out, _final_path| {
             let archive = out.join(SNAPSHOT_ARCHIVE);
             let file = std::io::BufWriter::new(fs_err::File::create(&archive)?);
-            let mut encoder = zstd::Encoder::new(file, crate::oci::archive::ZSTD_LEVEL)?;
+            let mut encoder =
+                zstd::Encoder::new(Blake3Tee::new(file), crate::oci::archive::ZSTD_LEVEL)?;
             encoder.include_checksum(false)?;
             crate::oci::archive::write_tar(
                 &downloaded.root,
                 &downloaded.report.executables,
                 &mut encoder,
             )?;
-            std::io::Write::flush(&mut encoder.finish()?)?;
+            let mut hashed = encoder.finish()?;
+            std::io::Write::flush(&mut hashed)?;
             let record = SnapshotRecord {
                 version: SNAPSHOT_RECORD_VERSION,
                 repo: downloaded.repo.key(),
@@ -754,6 +783,7 @@ fn keep(store: &Store, downloaded: &RepoSnapshot) -> Result<(), String> {
                     FetchedVia::GitProtocol => "git".to_owned(),
                 },
                 tree_hash: hash_tree(&downloaded.root)?,
+                archive_blake3: Some(hashed.hasher.finalize().to_hex().to_string()),
                 links_emptied: downloaded.report.links_emptied.clone(),
                 executables: downloaded.report.executables.clone(),
                 files: downloaded.report.files,
@@ -764,6 +794,41 @@ fn keep(store: &Store, downloaded: &RepoSnapshot) -> Result<(), String> {
         })
         .map_err(|error| error.to_string())?;
     Ok(())
+}
+
+/// Bytes read or written through it, hashed with BLAKE3 on the way (a kept snapshot's archive).
+struct Blake3Tee<T> {
+    inner: T,
+    hasher: blake3::Hasher,
+}
+
+impl<T> Blake3Tee<T> {
+    fn new(inner: T) -> Self {
+        Blake3Tee {
+            inner,
+            hasher: blake3::Hasher::new(),
+        }
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for Blake3Tee<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for Blake3Tee<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 #[cfg(test)]
@@ -842,17 +907,37 @@ mod tests {
             Kept::Missing
         ));
 
-        // The archive replaced by another tree's: not usable.
+        // A record of an older agentpack (no archive digest) is checked by the extracted tree's hash.
+        fs_err::set_permissions(kept_path.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let record_path = kept_path.path().join(SNAPSHOT_RECORD);
+        let recorded = fs_err::read(&record_path).unwrap();
+        let mut legacy: serde_json::Value = serde_json::from_slice(&recorded).unwrap();
+        assert!(legacy["archive_blake3"].is_string(), "{legacy}");
+        legacy.as_object_mut().unwrap().remove("archive_blake3");
+        let write_record = |bytes: &[u8]| {
+            let _ = fs_err::remove_file(&record_path);
+            fs_err::write(&record_path, bytes).unwrap();
+        };
+        write_record(&serde_json::to_vec(&legacy).unwrap());
+        assert!(matches!(load(&repo, commit), Kept::Usable(_)));
+
+        // The archive replaced by another tree's: not usable, by either check.
         let other = dir.path().join("other");
         fs_err::create_dir_all(&other).unwrap();
         fs_err::write(other.join("SKILL.md"), "changed").unwrap();
         let forged = crate::oci::archive::tree_tar_zstd(&other, &BTreeSet::new()).unwrap();
         let archive = kept_path.path().join(SNAPSHOT_ARCHIVE);
-        fs_err::set_permissions(kept_path.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         fs_err::remove_file(&archive).unwrap();
         fs_err::write(&archive, forged).unwrap();
         match load(&repo, commit) {
-            Kept::Damaged(reason) => assert!(reason.contains("hashes to"), "{reason}"),
+            Kept::Damaged(reason) => {
+                assert!(reason.contains("holds a tree that hashes to"), "{reason}")
+            }
+            _ => panic!("a changed snapshot is refused"),
+        }
+        write_record(&recorded);
+        match load(&repo, commit) {
+            Kept::Damaged(reason) => assert!(reason.contains("hashes to blake3:"), "{reason}"),
             _ => panic!("a changed snapshot is refused"),
         }
         // And one that is no archive at all.

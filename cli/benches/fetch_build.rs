@@ -26,39 +26,14 @@ use std::time::{Duration, Instant};
 
 use agentpack_test_support::{Endpoint, FakeGitHub, IsolatedHome};
 
+mod support;
+use support::{bin, median, ms, runs, timed};
+
 const REPOS: usize = 10;
 const PLUGINS: usize = 10;
 
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_agentpack"))
-}
-
-fn runs() -> usize {
-    std::env::var("AGENTPACK_BENCH_RUNS")
-        .ok()
-        .and_then(|text| text.parse().ok())
-        .unwrap_or(5)
-}
-
 fn run(home: &IsolatedHome, github: Option<&FakeGitHub>, args: &[&str]) -> Duration {
-    let start = Instant::now();
-    let output = home.command(&bin(), github).args(args).output().unwrap();
-    let elapsed = start.elapsed();
-    assert!(
-        output.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    elapsed
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn ms(duration: Duration) -> String {
-    format!("{:.1} ms", duration.as_secs_f64() * 1000.0)
+    timed(home.command(&bin(), github).args(args))
 }
 
 /// One repository of the benchmark: `owner/repo`, its commit, the locked package paths in it.
@@ -199,7 +174,7 @@ fn main() {
     if !std::env::args().any(|arg| arg == "--bench") {
         return;
     }
-    let runs = runs();
+    let runs = runs(5);
     let github = FakeGitHub::start();
     let (deps, repos) = marketplace(&github);
     let author = IsolatedHome::new();

@@ -18,25 +18,17 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentpack_test_support::IsolatedHome;
+
+mod support;
+use support::{bin, median, runs, timed_output};
 
 const PACKAGES: usize = 100;
 
 /// The stand-ins: Claude Code (no home layer), and two agents with a home layer.
 const AGENTS: [&str; 3] = ["claude", "codex", "opencode"];
-
-fn runs() -> usize {
-    std::env::var("AGENTPACK_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(21)
-}
-
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_agentpack"))
-}
 
 struct Setup {
     home: IsolatedHome,
@@ -141,14 +133,7 @@ fn time(command: Command) -> Duration {
 
 /// The wall time of one successful run; `stand_in` when its output must be the stand-in's.
 fn time_checked(mut command: Command, stand_in: bool) -> Duration {
-    let start = Instant::now();
-    let output = command.output().unwrap();
-    let elapsed = start.elapsed();
-    assert!(
-        output.status.success(),
-        "{command:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let (elapsed, output) = timed_output(&mut command);
     if stand_in {
         assert!(String::from_utf8_lossy(&output.stdout).contains("stand-in"));
     }
@@ -209,11 +194,7 @@ fn sync_benchmarks(runs: usize) {
     );
 }
 
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
+/// Two decimals: the fast paths measured here take a few milliseconds.
 fn ms(duration: Duration) -> String {
     format!("{:.2} ms", duration.as_secs_f64() * 1000.0)
 }
@@ -268,7 +249,7 @@ fn main() {
     if !std::env::args().any(|arg| arg == "--bench") {
         return;
     }
-    let runs = runs();
+    let runs = runs(21);
     if std::env::var_os("AGENTPACK_BENCH_ONLY_SYNC").is_some() {
         sync_benchmarks(runs);
         return;

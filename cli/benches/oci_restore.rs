@@ -10,8 +10,8 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 use agentpack_builders::oci::{
     identity_tag, ArtifactConfig, ArtifactKind, OciClient, OciTransport,
@@ -19,35 +19,17 @@ use agentpack_builders::oci::{
 use agentpack_lockfile::Lockfile;
 use agentpack_test_support::{FakeGitHub, IsolatedHome, TestRegistry};
 
-const HOMES: usize = 10;
+mod support;
+use support::{bin, median, ms, timed};
 
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_agentpack"))
-}
+const HOMES: usize = 10;
 
 fn sync(home: &IsolatedHome, github: Option<&FakeGitHub>, substituters: Option<&str>) -> Duration {
     let mut command = home.command(&bin(), github);
     if let Some(list) = substituters {
         command.env("AGENTPACK_SUBSTITUTERS", list);
     }
-    let start = Instant::now();
-    let output = command.args(["sync", "--quiet"]).output().unwrap();
-    let elapsed = start.elapsed();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    elapsed
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn ms(duration: Duration) -> String {
-    format!("{:.1} ms", duration.as_secs_f64() * 1000.0)
+    timed(command.args(["sync", "--quiet"]))
 }
 
 fn copy_project(from: &Path, to: &Path) {

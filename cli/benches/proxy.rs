@@ -17,10 +17,12 @@
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt as _;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use agentpack_test_support::IsolatedHome;
+
+mod support;
+use support::runs;
 
 /// (label, events, microseconds between events; 0 = as fast as the upstream can write).
 const SIZES: [(&str, usize, u64); 3] = [
@@ -32,13 +34,6 @@ const SIZES: [(&str, usize, u64); 3] = [
         2_000,
     ),
 ];
-
-fn runs() -> usize {
-    std::env::var("AGENTPACK_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(31)
-}
 
 fn event(i: usize) -> String {
     format!(
@@ -144,7 +139,7 @@ fn standin() {
         // Warm-up.
         call(&direct, *events, *gap);
         call(&proxy, *events, *gap);
-        for _ in 0..runs() {
+        for _ in 0..runs(31) {
             for (side, base) in [("direct", &direct), ("proxy", &proxy)] {
                 let (ttfb, total) = call(base, *events, *gap);
                 out.push_str(&format!(
@@ -198,7 +193,7 @@ fn main() {
     let results = root.join("results.txt");
     let logs = root.join("proxy-logs");
     let output = home
-        .command(&PathBuf::from(env!("CARGO_BIN_EXE_agentpack")), None)
+        .command(&support::bin(), None)
         .args(["--proxy", "claude"])
         .env("CLAUDE_PATH", &claude)
         .env("ANTHROPIC_BASE_URL", &upstream)
@@ -224,7 +219,7 @@ fn main() {
         .sum::<usize>();
     println!(
         "{} runs per side per size, interleaved; {lines} proxy log lines written\n",
-        runs()
+        runs(31)
     );
     println!("| streamed response | direct: first byte / whole | through the proxy: first byte / whole | ratio (whole) | added (whole) |");
     println!("| --- | --- | --- | --- | --- |");

@@ -19,40 +19,17 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use agentpack_test_support::{Endpoint, FakeGitHub, IsolatedHome};
 
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_agentpack"))
-}
+mod support;
+use support::{bin, median, ms, timed};
 
 fn run(home: &IsolatedHome, github: Option<&FakeGitHub>, dir: &Path, args: &[&str]) -> Duration {
-    let start = Instant::now();
-    let output = home
-        .command(&bin(), github)
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    let elapsed = start.elapsed();
-    assert!(
-        output.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    elapsed
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn ms(duration: Duration) -> String {
-    format!("{:.1} ms", duration.as_secs_f64() * 1000.0)
+    timed(home.command(&bin(), github).current_dir(dir).args(args))
 }
 
 fn write_manifest(dir: &Path, deps: &[String], modes: &str) {

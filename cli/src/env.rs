@@ -111,6 +111,28 @@ pub fn limits() -> anyhow::Result<Limits> {
     Ok(Limits::with_overrides(|kind| var(kind.variable()))?)
 }
 
+/// The OCI transport of this command: credentials and plain-HTTP hosts from the environment
+/// (`agentpack_builders::oci::OciTransport::from_env`), with the limits of [`limits`], so a pull
+/// from a substituter or an `oci://` package obeys the same overrides as a GitHub download.
+pub fn oci_transport() -> anyhow::Result<agentpack_builders::oci::OciTransport> {
+    let mut transport = agentpack_builders::oci::OciTransport::from_env(&var);
+    transport.limits = limits()?;
+    Ok(transport)
+}
+
+/// The executable of `agent`, found as every launcher finds it: its `*_PATH` override variable,
+/// then `PATH` (`agentpack_harness::launch::command::resolve_binary`).
+pub fn agent_binary(
+    agent: agentpack_harness::Agent,
+) -> Result<std::path::PathBuf, agentpack_harness::launch::command::LaunchError> {
+    use agentpack_harness::launch::command::{path_override_var, resolve_binary};
+    resolve_binary(
+        agent,
+        std::env::var_os(path_override_var(agent)).as_deref(),
+        std::env::var_os("PATH").as_deref(),
+    )
+}
+
 /// Reads a variable, treating an empty value as unset.
 pub fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|value| !value.is_empty())

@@ -11,7 +11,6 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use agentpack_harness::launch::command as launch;
 use agentpack_harness::launch::home_layer::{self, DaemonPolicy, PruneReport};
 use agentpack_harness::Agent;
 use agentpack_store::{LeaseState, Store};
@@ -133,12 +132,7 @@ fn prune(store: &Store, staged: &Staged, reach: Reach) -> Result<PruneReport> {
             );
         }
     }
-    let codex = launch::resolve_binary(
-        Agent::Codex,
-        std::env::var_os(launch::path_override_var(Agent::Codex)).as_deref(),
-        std::env::var_os("PATH").as_deref(),
-    )
-    .ok();
+    let codex = env::agent_binary(Agent::Codex).ok();
     let policy = DaemonPolicy {
         codex: codex.as_deref(),
         ..DaemonPolicy::default()

@@ -37,8 +37,9 @@ fn record_path(state_dir: &Path, mode_dir: &str) -> PathBuf {
 fn inputs_digest(project_root: &Path, mode: &str, generation: &Path) -> String {
     let dot_agents = env::var(EnvVars::AGENTPACK_DOT_AGENTS).as_deref() != Some("0");
     fingerprint::compute(&FingerprintInputs {
-        // The record is the same for every launcher.
-        agent: Agent::Claude,
+        // The record is the same for every launcher: one fixed agent, so records written earlier
+        // still hold.
+        agent: Some(Agent::Claude),
         mode: mode.to_owned(),
         manifest: project_root.join(MANIFEST_FILE),
         lock: project_root.join(LOCK_FILE),

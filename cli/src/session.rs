@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentpack_builders::github::GitHubConfig;
-use agentpack_builders::oci::OciTransport;
 use agentpack_builders::session::{GitHubSession, SessionError};
 use agentpack_builders::substitute::Substituters;
 use agentpack_store::{LinkMode, Store, StoreOptions};
@@ -61,7 +60,7 @@ pub fn github(store: &Arc<Store>) -> Result<GitHubSession> {
         env::var(EnvVars::GH_TOKEN),
     );
     config.limits = env::limits()?;
-    let transport = OciTransport::from_env(&env::var);
+    let transport = env::oci_transport()?;
     let substituters =
         Substituters::from_entries(&user_config::substituter_entries()?, transport.clone())?;
     if !substituters.is_empty() {

@@ -42,7 +42,14 @@ pub fn load() -> Result<UserConfig> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             return Ok(UserConfig::default())
         }
-        Err(error) => return Err(error).context("cannot read the agentpack config file"),
+        Err(error) => {
+            return Err(error).with_context(|| {
+                format!(
+                    "cannot read the agentpack config file {}\n  fix       make it readable, or move it away",
+                    path.display()
+                )
+            })
+        }
     };
     parse(&text, &path.display().to_string())
 }

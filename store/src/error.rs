@@ -117,13 +117,13 @@ pub enum StoreError {
     },
 
     /// The index (LMDB) failed.
-    #[error("store index {}: {source}; the index is a cache: delete the directory to rebuild it", .path.display())]
+    /// The cause is in the message, not a `source`, so an error chain names it once.
+    #[error("store index {}: {cause}; the index is a cache: delete the directory to rebuild it", .path.display())]
     Index {
         /// The index directory.
         path: PathBuf,
         /// The cause.
-        #[source]
-        source: heed::Error,
+        cause: heed::Error,
     },
 
     /// An object of a shared store that this user must not use in place: another user made it, so

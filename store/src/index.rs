@@ -136,9 +136,9 @@ impl Index {
         if share {
             crate::fsutil::share_with_group(&canonical)?;
         }
-        let err = |source| StoreError::Index {
+        let err = |cause| StoreError::Index {
             path: canonical.clone(),
-            source,
+            cause,
         };
         let mut recreated = None;
         let env = match open_env(&canonical) {
@@ -189,10 +189,10 @@ impl Index {
         &self.inner.location
     }
 
-    fn err(&self, source: heed::Error) -> StoreError {
+    fn err(&self, cause: heed::Error) -> StoreError {
         StoreError::Index {
             path: self.inner.location.clone(),
-            source,
+            cause,
         }
     }
 

@@ -15,14 +15,30 @@ use crate::tree_hash::TreeHash;
 /// Version of the metadata format.
 pub const META_VERSION: u32 = 1;
 
-/// How a metadata file is rewritten in place of the old one (repair, recorded executables): read-only
-/// 0444 like every published file, not flushed here (the store flushes in batches), through a
-/// `.meta-*` temp file beside it (an interrupted one is an orphan the GC removes).
-pub(crate) const META_WRITE: agentpack_fs::WriteOptions = agentpack_fs::WriteOptions {
+/// How a metadata file is rewritten in place of the old one (repair, recorded executables, a lost
+/// publish race): read-only 0444 like every published file, through a `.meta-*` temp file beside it
+/// (an interrupted one is a leftover the GC removes), flushed before the rename when the store
+/// flushes (see [`Store::meta_write`]).
+const META_WRITE: agentpack_fs::WriteOptions = agentpack_fs::WriteOptions {
     mode: agentpack_fs::FileMode::Exact(0o444),
     durability: agentpack_fs::Durability::None,
-    temp: agentpack_fs::TempName::Prefix(".meta-"),
+    temp: agentpack_fs::TempName::Prefix(META_TEMP_PREFIX),
 };
+
+/// The temp-name prefix of [`META_WRITE`] (the GC removes what an interrupted rewrite left).
+pub(crate) const META_TEMP_PREFIX: &str = ".meta-";
+
+impl crate::store::Store {
+    /// [`META_WRITE`], its bytes flushed before they replace the old metadata when this store
+    /// flushes (the caller fsyncs the metadata directory after).
+    pub(crate) fn meta_write(&self) -> agentpack_fs::WriteOptions {
+        META_WRITE.durability(if self.flush {
+            agentpack_fs::Durability::File
+        } else {
+            agentpack_fs::Durability::None
+        })
+    }
+}
 
 /// What produced a store path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

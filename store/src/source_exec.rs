@@ -71,7 +71,7 @@ impl Store {
             return Ok(());
         }
         meta.source_executables = wanted;
-        agentpack_fs::write_file(&meta_path, &meta.to_bytes(), &crate::meta::META_WRITE)?;
+        agentpack_fs::write_file(&meta_path, &meta.to_bytes(), &self.meta_write())?;
         if self.flush {
             fsutil::fsync_dir(&self.dir.join(crate::store::META))?;
         }

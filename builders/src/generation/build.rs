@@ -28,8 +28,11 @@ fn published(
 fn with_source_executables(store: &Store, inputs: &GenerationInputs) -> GenerationInputs {
     let mut inputs = inputs.clone();
     for package in &mut inputs.packages {
-        if package.executables.is_empty() {
-            package.executables = store.source_executables(&package.store_path);
+        if package.input.executables.is_empty() {
+            package.input.executables = store
+                .source_executables(&package.store_path)
+                .into_iter()
+                .collect();
         }
     }
     inputs
@@ -241,16 +244,8 @@ fn stage_inputs(store: &Store, inputs: &GenerationInputs, name: &StorePathName) 
             .packages
             .iter()
             .map(|package| PackageInput {
-                module: package.module.clone(),
-                cache_key: package.cache_key.clone(),
-                owner: package.owner.clone(),
-                repo: package.repo.clone(),
-                path: package.path.clone(),
-                commit: package.commit.clone(),
-                kind: package.kind.clone(),
-                root: package.store_path.path().to_path_buf(),
-                filter: inputs.mode.package_filter(&package.module),
-                executables: package.executables.iter().cloned().collect(),
+                filter: inputs.mode.package_filter(&package.input.module),
+                ..package.input.clone()
             })
             .collect(),
         overlay: inputs.overlay.as_ref().map(|(root, _)| OverlayInput {

@@ -47,35 +47,26 @@ const GENERATION_FORMAT: &str = "agentpack-generation-v4";
 /// can say it again.
 pub const REPORT_FILE: &str = "agentpack-generation.json";
 
-/// One locked package, already in the store and verified.
+/// One locked package, already in the store and verified: what rendering stages it from
+/// (`input`, rooted at the store path, every path selected: the mode's filter is applied when
+/// rendering) and the store path itself.
 #[derive(Debug, Clone)]
 pub struct LockedPackageInput {
-    pub module: String,
-    pub cache_key: String,
-    pub owner: String,
-    pub repo: String,
-    pub path: String,
-    pub commit: String,
-    pub kind: String,
+    /// `input.executables`: regular files executable in the package's source, as the store
+    /// recorded them (filled by [`build_generation`] from the store when empty).
+    pub input: agentpack_harness::PackageInput,
     pub store_path: StorePath,
-    /// Regular files executable in the package's source, as the store recorded them (filled by
-    /// [`build_generation`] from the store when empty).
-    pub executables: Vec<String>,
 }
 
 impl LockedPackageInput {
     /// A locked package staged from the store path holding its verified content.
     pub fn new(package: &LockedPackage, store_path: StorePath) -> Self {
         Self {
-            module: package.module.as_str().to_owned(),
-            cache_key: package.cache_key.as_str().to_owned(),
-            owner: package.owner.clone(),
-            repo: package.repo.clone(),
-            path: package.path.clone(),
-            commit: package.commit.as_str().to_owned(),
-            kind: package.kind.clone(),
+            input: agentpack_harness::PackageInput::locked(
+                package,
+                store_path.path().to_path_buf(),
+            ),
             store_path,
-            executables: Vec::new(),
         }
     }
 }
@@ -149,17 +140,18 @@ impl GenerationInputs {
             serde_json::json!(["mode", self.mode_name, self.mode_selectors]),
         ];
         for package in &self.packages {
+            let input = &package.input;
             lines.push(serde_json::json!([
                 "package",
-                package.module,
-                package.cache_key,
-                package.owner,
-                package.repo,
-                package.path,
-                package.commit,
-                package.kind,
+                input.module,
+                input.cache_key,
+                input.owner,
+                input.repo,
+                input.path,
+                input.commit,
+                input.kind,
                 package.store_path.name().as_str(),
-                package.executables
+                input.executables
             ]));
         }
         if let Some((_, hash)) = &self.overlay {

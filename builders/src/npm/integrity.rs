@@ -31,9 +31,9 @@ pub fn sha512_integrity(bytes: &[u8]) -> String {
     )
 }
 
-/// Checks `bytes` against the strongest hash of an SRI string (several may be space-separated).
-pub fn check(integrity: &str, bytes: &[u8]) -> Result<(), IntegrityMismatch> {
-    let b64 = |d: &[u8]| base64::engine::general_purpose::STANDARD.encode(d);
+/// The strongest hash of an SRI string (several may be space-separated) whose algorithm agentpack
+/// checks: `(algorithm, base64 digest)`, options (`?...`) dropped; `None` when there is none.
+pub fn strongest(integrity: &str) -> Option<(&str, &str)> {
     let mut best: Option<(u8, &str, &str)> = None;
     for item in integrity.split_whitespace() {
         let Some((algo, value)) = item.split_once('-') else {
@@ -50,7 +50,13 @@ pub fn check(integrity: &str, bytes: &[u8]) -> Result<(), IntegrityMismatch> {
             best = Some((rank, algo, value));
         }
     }
-    let Some((_, algo, expected)) = best else {
+    best.map(|(_, algo, value)| (algo, value))
+}
+
+/// Checks `bytes` against the strongest hash of an SRI string (several may be space-separated).
+pub fn check(integrity: &str, bytes: &[u8]) -> Result<(), IntegrityMismatch> {
+    let b64 = |d: &[u8]| base64::engine::general_purpose::STANDARD.encode(d);
+    let Some((algo, expected)) = strongest(integrity) else {
         return Err(IntegrityMismatch::Unsupported(integrity.to_owned()));
     };
     let actual = match algo {

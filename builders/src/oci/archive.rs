@@ -22,8 +22,11 @@ use std::path::{Path, PathBuf};
 
 use tar::EntryType;
 
-use crate::extract::{clean_relative, write_entry, ExtractError, ExtractReport, SafeTreeWriter};
-use crate::limits::{CountingReader, LimitExceeded, Limits, RatioGuard};
+use crate::extract::{
+    archive_error, clean_relative, entry_name, write_entry, ExtractError, ExtractReport,
+    SafeTreeWriter,
+};
+use crate::limits::{CountingReader, Limits, RatioGuard};
 
 /// The zstd level layers and bundle items are compressed with.
 pub const ZSTD_LEVEL: i32 = 9;
@@ -157,21 +160,6 @@ pub fn tree_tar_zstd(
         .map_err(|e| archive_io(root, e))?;
     write_tar(root, executables, &mut encoder)?;
     encoder.finish().map_err(|e| archive_io(root, e))
-}
-
-fn archive_error(source: std::io::Error) -> ExtractError {
-    match LimitExceeded::find(&source) {
-        Some(limit) => ExtractError::Limit(limit.clone()),
-        None => ExtractError::Archive { source },
-    }
-}
-
-fn entry_name(bytes: &[u8]) -> Result<String, ExtractError> {
-    std::str::from_utf8(bytes)
-        .map(str::to_owned)
-        .map_err(|_| ExtractError::NonUtf8Name {
-            name: String::from_utf8_lossy(bytes).into_owned(),
-        })
 }
 
 /// Unpacks an archive of `compression` from `reader` into `destination` (created if missing) by

@@ -2,9 +2,12 @@
 //! already published, restoring staged files that changed since) and `select(mode, &Generation)`
 //! points `<staging-root>/modes/<mode>` at it.
 //!
+//! [`ProjectSession::reuse`] comes first: a published generation is used without a plan, rendering
+//! only the secret-bearing values of the agent asked for (a launcher's).
+//!
 //! Roots first, then the switch: GC must never see a selected generation without a root. Never
-//! resolves, never renders except the secret-bearing values of a reused generation that was
-//! published under another name than the plan's (a launch of one agent reusing every agent's).
+//! resolves, never renders except the secret-bearing values of a reused generation (under its own
+//! name, which may differ from the plan's: a launch of one agent reusing every agent's).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -78,6 +81,37 @@ impl ProjectSession {
         }
         let built = generation::publish_rendered(store, &plan.inputs, plan.rendered.clone())?;
         Ok(Generation::from(built))
+    }
+
+    /// Step 3 without step 2, when nothing needs rendering: the published generation that serves
+    /// `agents` for `planned` (see [`generation::reuse_published`]), restored when its staged files
+    /// changed, with the secret-bearing values of `secrets_of` rendered under its name (that agent
+    /// only). `None` when nothing published serves them, or when restoring had to remove it: plan
+    /// and build it then.
+    pub fn reuse(
+        &self,
+        planned: &super::PlannedInputs,
+        mode_dir: &str,
+        agents: &[Agent],
+        secrets_of: Option<Agent>,
+    ) -> Result<Option<Generation>, PipelineError> {
+        let store = self.store().as_ref();
+        let Some(reused) = generation::reuse_published(store, &planned.inputs, agents) else {
+            return Ok(None);
+        };
+        // As a build does: a spec the generation references that went missing is published again.
+        mcp_lock::publish_planned_exec_specs(store, &planned.exec_specs)?;
+        if self.restore_if_changed(&reused.path, &self.pointer(mode_dir))? {
+            return Ok(None);
+        }
+        let mut built = Generation::from(reused);
+        if let Some(agent) = secrets_of {
+            let layer = generation::render_secrets(store, &planned.inputs, agent)?;
+            if !layer.is_empty() {
+                built.secrets.insert(agent, layer);
+            }
+        }
+        Ok(Some(built))
     }
 
     /// Step 4: records `generation` in the mode's history (a GC root), switches the pointer to

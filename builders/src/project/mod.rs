@@ -36,7 +36,7 @@ use crate::session::GitHubSession;
 pub use build::{Generation, Selected};
 pub use files::ProjectFiles;
 pub use mode::ResolvedMode;
-pub use plan::{Plan, PlanOptions};
+pub use plan::{Plan, PlanOptions, PlannedInputs};
 pub use resolve::{ResolvePolicy, Resolved};
 
 /// Where one project's things are, resolved by the cli from its flags and environment.

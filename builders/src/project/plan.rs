@@ -141,6 +141,17 @@ impl Plan {
     }
 }
 
+/// What [`ProjectSession::planned_inputs`] computes before any rendering.
+#[derive(Debug, Clone)]
+pub struct PlannedInputs {
+    /// The generation's inputs, MCP launches and exec-spec references included.
+    pub inputs: GenerationInputs,
+    /// The MCP servers as their sources define them.
+    pub servers: Vec<agentpack_harness::MergedServer>,
+    /// The exec specs of tree-locked MCP servers, named, published by a build.
+    pub exec_specs: PlannedExecSpecs,
+}
+
 impl ProjectSession {
     /// The generation inputs of `resolved` in `mode` (everything but the MCP launches, which
     /// [`ProjectSession::plan`] adds from the lock), with the overlay's warnings collected.
@@ -188,16 +199,16 @@ impl ProjectSession {
         Ok(servers)
     }
 
-    /// Step 2 (see the module doc). Rendering's own warnings stay in the plan (the cli says them
-    /// when the build renders); what reading the MCP definitions and the lock's records said goes
-    /// to the session.
-    pub fn plan(
+    /// The complete generation inputs of `resolved` in `mode`, the MCP launches the lock pins
+    /// included, without rendering anything: what a launch needs to find a published generation
+    /// and render its agent's secret-bearing values. The MCP definitions' and the lock records'
+    /// warnings go to the session.
+    pub fn planned_inputs(
         &self,
         resolved: &Resolved,
         mode: &ResolvedMode,
-        agents: &[Agent],
         options: &PlanOptions,
-    ) -> Result<Plan, PipelineError> {
+    ) -> Result<PlannedInputs, PipelineError> {
         let mut inputs = self.generation_inputs(resolved, mode, options)?;
         // MCP servers run what the lock pins: an exact npm version, or `mcp-exec` over a locked
         // tree (its spec is a store path named now, published by the build).
@@ -214,12 +225,45 @@ impl ProjectSession {
             .extra_references
             .clone_from(&exec_specs.specs.references);
         self.warn_all(mcp_lock::unlocked_warnings(&resolved.lock, &servers));
+        Ok(PlannedInputs {
+            inputs,
+            servers,
+            exec_specs,
+        })
+    }
+
+    /// Step 2 (see the module doc). Rendering's own warnings stay in the plan (the cli says them
+    /// when the build renders); what reading the MCP definitions and the lock's records said goes
+    /// to the session.
+    pub fn plan(
+        &self,
+        resolved: &Resolved,
+        mode: &ResolvedMode,
+        agents: &[Agent],
+        options: &PlanOptions,
+    ) -> Result<Plan, PipelineError> {
+        let planned = self.planned_inputs(resolved, mode, options)?;
+        self.plan_of(planned, mode, agents)
+    }
+
+    /// [`ProjectSession::plan`] from inputs [`ProjectSession::planned_inputs`] computed.
+    pub fn plan_of(
+        &self,
+        planned: PlannedInputs,
+        mode: &ResolvedMode,
+        agents: &[Agent],
+    ) -> Result<Plan, PipelineError> {
+        let PlannedInputs {
+            inputs,
+            servers,
+            exec_specs,
+        } = planned;
         let rendered = generation::render_for(self.store(), &inputs, agents)?;
 
         let packages: BTreeMap<String, PathBuf> = inputs
             .packages
             .iter()
-            .map(|p| (p.module.clone(), p.store_path.path().to_path_buf()))
+            .map(|p| (p.input.module.clone(), p.store_path.path().to_path_buf()))
             .collect();
         let overlay = inputs.overlay.as_ref().map(|(dir, _)| dir.clone());
         let layer_of = |entry: &PlanEntry| -> (Layer, Option<String>) {

@@ -9,7 +9,7 @@ use agentpack_lockfile::validate::ContentHash;
 
 use crate::github::RepoId;
 use crate::normalize::{self, NormalizeContext};
-use crate::package_store::PackageStore;
+use crate::package_store::{PackageStore, TreeMatch};
 use crate::snapshot::SnapshotFetcher;
 
 use super::*;
@@ -36,6 +36,30 @@ impl Downloaded {
                 )
             })
             .collect()
+    }
+
+    /// Refuses this download, copied into `tree`, unless it matches the lock's `expected` hash.
+    /// The copy was just hashed: an exact match needs no second pass (the legacy rule does).
+    pub fn check_matches(
+        &self,
+        store: &dyn PackageStore,
+        tree: &Path,
+        expected: &ContentHash,
+        module: &str,
+        commit: &str,
+    ) -> Result<(), ResolutionError> {
+        if self.content_hash == *expected {
+            return Ok(());
+        }
+        if let TreeMatch::Mismatch { actual } = store.verify_tree(tree, expected)? {
+            return Err(ResolutionError::FetchedMismatch {
+                module: module.to_owned(),
+                expected: expected.to_string(),
+                actual: actual.to_string(),
+                commit: commit.to_owned(),
+            });
+        }
+        Ok(())
     }
 }
 

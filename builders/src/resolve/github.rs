@@ -352,19 +352,11 @@ impl Run<'_, '_> {
         self.warnings.extend(downloaded.warnings(module));
         // A kept repo snapshot that was changed, or a download that could not be kept.
         self.warnings.extend(self.env.fetcher.take_warnings());
-        let hash = downloaded.content_hash;
         if let Some(expected) = &expected {
-            if let TreeMatch::Mismatch { actual } = store.verify_tree(&tree, expected)? {
-                return Err(ResolutionError::FetchedMismatch {
-                    module: module.to_owned(),
-                    expected: expected.to_string(),
-                    actual: actual.to_string(),
-                    commit: commit.to_string(),
-                });
-            }
+            downloaded.check_matches(store, &tree, expected, module, commit.as_str())?;
         }
         let first_hash = expected.is_none();
-        let content_hash = expected.unwrap_or(hash);
+        let content_hash = expected.unwrap_or_else(|| downloaded.content_hash.clone());
         let mut published = None;
         if let Some(existing) = store.slot(&cache_key)? {
             match store.verify_tree(&existing, &content_hash)? {

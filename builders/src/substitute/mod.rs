@@ -300,76 +300,89 @@ impl Substituters {
             if entry.down.load(Ordering::Relaxed) {
                 continue;
             }
-            let name = entry.source.describe();
             let scratch = scratch_beside(dest, index);
             remove_quietly(&scratch);
-            let pulled = match entry.source.pull(identity, &scratch) {
-                Ok(Some(pulled)) => pulled,
-                Ok(None) => {
+            match Self::ask_one(entry, what, identity, &scratch, dest, verify) {
+                Ok(substituted) => {
                     tracing::debug!(
                         what,
-                        substituter = name.as_str(),
-                        identity,
-                        "substituter has no copy"
+                        source = substituted.served_by.as_str(),
+                        "source: substituter"
                     );
-                    remove_quietly(&scratch);
-                    continue;
+                    return Some(substituted);
                 }
-                Err(SourceFailure::Unreachable(reason)) => {
+                Err(warning) => {
                     remove_quietly(&scratch);
-                    // Concurrent asks may all fail: the first to mark it down says so.
-                    if entry.down.swap(true, Ordering::Relaxed) {
-                        continue;
+                    if let Some(warning) = warning {
+                        self.warn(warning);
                     }
-                    self.warn(format!(
-                        "warning: substituter {name} is unavailable ({reason}); not asked again in this command, using the next source\n  fix       check the registry and its credentials (AGENTPACK_OCI_TOKEN, ~/.docker/config.json), or remove it from AGENTPACK_SUBSTITUTERS / the config file"
-                    ));
-                    continue;
-                }
-                Err(SourceFailure::Refused(reason)) => {
-                    remove_quietly(&scratch);
-                    self.warn(format!(
-                        "warning: substituter {name} could not serve {what}: {reason}; using the next source"
-                    ));
-                    continue;
-                }
-            };
-            match verify(&scratch) {
-                Ok(Verified::Matches) => {}
-                Ok(Verified::Mismatch(actual)) => {
-                    remove_quietly(&scratch);
-                    self.warn(format!(
-                        "warning: refused {what} from substituter {name}: its tree hashes to {actual}, pack.lock says {identity}; nothing was published from it, using the next source\n  served    {}\n  fix       the cache holds other bytes under this tag: push the verified store path again (`agentpack store push`) or drop the tag",
-                        pulled.served_by
-                    ));
-                    continue;
-                }
-                Err(reason) => {
-                    remove_quietly(&scratch);
-                    self.warn(format!(
-                        "warning: cannot check {what} from substituter {name}: {reason}; using the next source"
-                    ));
-                    continue;
                 }
             }
-            if let Err(error) = fs_err::rename(&scratch, dest) {
-                remove_quietly(&scratch);
-                self.warn(format!(
-                    "warning: cannot use {what} from substituter {name}: {error}; using the next source"
-                ));
-                continue;
-            }
-            tracing::debug!(
-                what,
-                source = pulled.served_by.as_str(),
-                "source: substituter"
-            );
-            return Some(Substituted {
-                executables: pulled.executables,
-                served_by: pulled.served_by,
-            });
         }
         None
+    }
+
+    /// One substituter's answer for `identity`: pulled into `scratch`, verified, moved to `dest`;
+    /// or why not, as the warning to give (`None`: a miss, or a substituter already said down).
+    /// The caller removes `scratch` on failure.
+    fn ask_one(
+        entry: &Source,
+        what: &str,
+        identity: &str,
+        scratch: &Path,
+        dest: &Path,
+        verify: &dyn Fn(&Path) -> Result<Verified, String>,
+    ) -> Result<Substituted, Option<String>> {
+        let name = entry.source.describe();
+        let pulled = match entry.source.pull(identity, scratch) {
+            Ok(Some(pulled)) => pulled,
+            Ok(None) => {
+                tracing::debug!(
+                    what,
+                    substituter = name.as_str(),
+                    identity,
+                    "substituter has no copy"
+                );
+                return Err(None);
+            }
+            Err(SourceFailure::Unreachable(reason)) => {
+                // Concurrent asks may all fail: the first to mark it down says so.
+                if entry.down.swap(true, Ordering::Relaxed) {
+                    return Err(None);
+                }
+                return Err(Some(format!(
+                    "warning: substituter {name} is unavailable ({reason}); not asked again in this command, using the next source\n  fix       check the registry and its credentials (AGENTPACK_OCI_TOKEN, ~/.docker/config.json), or remove it from AGENTPACK_SUBSTITUTERS / the config file"
+                )));
+            }
+            Err(SourceFailure::Refused(reason)) => {
+                return Err(Some(format!(
+                    "warning: substituter {name} could not serve {what}: {reason}; using the next source\n  fix       the cache holds something else under this tag: push the verified store path again (`agentpack store push`) or drop the tag"
+                )));
+            }
+        };
+        match verify(scratch) {
+            Ok(Verified::Matches) => {}
+            Ok(Verified::Mismatch(actual)) => {
+                return Err(Some(format!(
+                    "warning: refused {what} from substituter {name}: its tree hashes to {actual}, pack.lock says {identity}; nothing was published from it, using the next source\n  served    {}\n  fix       the cache holds other bytes under this tag: push the verified store path again (`agentpack store push`) or drop the tag",
+                    pulled.served_by
+                )));
+            }
+            Err(reason) => {
+                return Err(Some(format!(
+                    "warning: cannot check {what} from substituter {name}: {reason}; using the next source\n  fix       check that the store's filesystem is writable and has free space"
+                )));
+            }
+        }
+        fs_err::rename(scratch, dest).map_err(|error| {
+            Some(format!(
+                "warning: cannot use {what} from substituter {name}: {error}; using the next source\n  fix       check that the store's filesystem is writable and has free space"
+            ))
+        })?;
+        Ok(Substituted {
+            executables: pulled.executables,
+            served_by: pulled.served_by,
+        })
     }
 }
 
@@ -456,25 +469,10 @@ fn scratch_beside(dest: &Path, index: usize) -> PathBuf {
     dest.with_file_name(format!("{name}.substitute-{index}"))
 }
 
-/// Removes a scratch tree (files may be read-only; their directories are made writable first).
+/// Removes a scratch tree (its directories may be read-only; see [`crate::leftovers`]), ignoring
+/// failures: a scratch tree left behind is no error for the command.
 fn remove_quietly(path: &Path) {
-    if fs_err::symlink_metadata(path).is_err() {
-        return;
-    }
-    if fs_err::remove_dir_all(path).is_ok() {
-        return;
-    }
-    use std::os::unix::fs::PermissionsExt as _;
-    for entry in walkdir::WalkDir::new(path)
-        .follow_links(false)
-        .into_iter()
-        .flatten()
-    {
-        if entry.file_type().is_dir() {
-            let _ = fs_err::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o755));
-        }
-    }
-    let _ = fs_err::remove_dir_all(path);
+    let _ = crate::leftovers::remove_tree(path);
 }
 
 #[cfg(test)]

@@ -8,54 +8,22 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agentpack_builders::fetch::{fetch_lock, FetchOptions};
+use crate::fetch_env::{env, github_config, Env};
+use agentpack_builders::fetch::FetchOptions;
 use agentpack_builders::github::metadata_cache::InMemoryMetadataCache;
 use agentpack_builders::github::resolver::Resolver;
-use agentpack_builders::github::{GitHubConfig, RepoId, RetryPolicy};
+use agentpack_builders::github::RepoId;
 use agentpack_builders::package_store::PackageStore;
-use agentpack_builders::resolve::{resolve, ResolutionError, ResolveEnv, UpdatePolicy};
+use agentpack_builders::resolve::{resolve, UpdatePolicy};
 use agentpack_builders::snapshot::SnapshotFetcher;
 use agentpack_lockfile::lock::Lockfile;
 use agentpack_lockfile::manifest::Manifest;
-use agentpack_store::{Store, StoreOptions};
 use agentpack_test_support::{Endpoint, FakeGitHub, RawTar};
-
-struct Env {
-    _dir: tempfile::TempDir,
-    home: PathBuf,
-    project: PathBuf,
-    store: Arc<Store>,
-}
-
-fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("home");
-    let project = dir.path().join("project");
-    std::fs::create_dir_all(&project).unwrap();
-    let store = Arc::new(
-        Store::open(
-            &home.join("cache"),
-            StoreOptions {
-                flush: false,
-                host_id: Some("test".into()),
-                ..Default::default()
-            },
-        )
-        .unwrap(),
-    );
-    Env {
-        _dir: dir,
-        home,
-        project,
-        store,
-    }
-}
 
 /// A fetcher keeping repo snapshots in `env`'s store, as the cli's session does.
 fn fetcher(gh: &FakeGitHub, env: &Env) -> SnapshotFetcher {
-    let mut config = GitHubConfig::from_values(Some(gh.api_url()), Some(gh.git_url()), None, None);
-    config.retry = RetryPolicy::fast();
-    let resolver = Arc::new(Resolver::new(config, Arc::new(InMemoryMetadataCache::new())).unwrap());
+    let resolver =
+        Arc::new(Resolver::new(github_config(gh), Arc::new(InMemoryMetadataCache::new())).unwrap());
     SnapshotFetcher::new(resolver, &env.home.join("scratch"))
         .unwrap()
         .with_store(Arc::clone(&env.store))
@@ -93,33 +61,15 @@ fn repositories(gh: &FakeGitHub, repos: usize, per_repo: usize) -> (String, Vec<
 /// Resolves `text` in `env` (resolution downloads one package after another) into a lock.
 fn lock_of(gh: &FakeGitHub, env: &Env, text: &str) -> (Lockfile, BTreeMap<String, PathBuf>) {
     let fetcher = fetcher(gh, env);
-    let store: &dyn PackageStore = env.store.as_ref();
-    let resolve_env = ResolveEnv {
-        project_root: &env.project,
-        agentpack_home: &env.home,
-        fetcher: &fetcher,
-        store,
-        progress: None,
-        keep_unhashed: false,
-    };
     let manifest = Manifest::parse(text, Path::new("agentpack.toml")).unwrap();
-    let outcome = resolve(&manifest, None, &UpdatePolicy::KeepPins, &resolve_env).unwrap();
-    (outcome.lock, outcome.slots)
-}
-
-fn fetch(
-    env: &Env,
-    fetcher: &SnapshotFetcher,
-    lock: &Lockfile,
-) -> Result<agentpack_builders::fetch::FetchOutcome, ResolutionError> {
-    fetch_lock(
-        lock,
-        &env.project,
-        &env.home,
-        fetcher,
-        env.store.as_ref(),
-        FetchOptions::default(),
+    let outcome = resolve(
+        &manifest,
+        None,
+        &UpdatePolicy::KeepPins,
+        &env.resolve_env(&fetcher),
     )
+    .unwrap();
+    (outcome.lock, outcome.slots)
 }
 
 /// The store path names (content-addressed) of every slot, by module.
@@ -148,7 +98,9 @@ fn many_repositories_fetched_concurrently_give_the_store_paths_of_a_sequential_f
     let cold = env();
     gh.reset_counters();
     let fetcher = fetcher(&gh, &cold);
-    let outcome = fetch(&cold, &fetcher, &lock).unwrap();
+    let outcome = cold
+        .fetch(&fetcher, &lock, FetchOptions::default())
+        .unwrap();
     assert_eq!(names(&outcome.slots), names(&sequential_slots));
     assert_eq!(outcome.downloaded.len(), 2 * REPOS);
     for (module, slot) in &outcome.slots {
@@ -201,7 +153,9 @@ fn one_download_per_repository_and_commit_even_for_two_commits_of_one_repository
     let cold = env();
     gh.reset_counters();
     let fetcher = fetcher(&gh, &cold);
-    let outcome = fetch(&cold, &fetcher, &lock).unwrap();
+    let outcome = cold
+        .fetch(&fetcher, &lock, FetchOptions::default())
+        .unwrap();
     assert_eq!(names(&outcome.slots), names(&sequential_slots));
     assert_eq!(
         gh.count(Endpoint::Tarball, "acme", "mono"),
@@ -233,7 +187,9 @@ fn a_failing_repository_names_its_package_and_no_package_of_the_lock_is_publishe
     gh.override_tarball("acme", "r2", &commits[2], evil);
     let cold = env();
     let first = fetcher(&gh, &cold);
-    let error = fetch(&cold, &first, &lock).unwrap_err();
+    let error = cold
+        .fetch(&first, &lock, FetchOptions::default())
+        .unwrap_err();
     let message = error.to_string();
     assert!(
         message.starts_with("cannot fetch github.com/acme/r2/skills/s0: "),

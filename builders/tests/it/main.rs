@@ -5,6 +5,7 @@
 mod concurrent_fetch;
 mod exec_bits;
 mod extract;
+mod fetch_env;
 mod github_resolve;
 mod local_package;
 mod normalize;

@@ -5,13 +5,11 @@
 //! the media type, and nothing is published.
 #![allow(clippy::unwrap_used)]
 
-use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
 use agentpack_builders::fetch::{fetch_lock, FetchOptions};
 use agentpack_builders::github::GitHubConfig;
-use agentpack_builders::oci::artifact::sha256_digest;
 use agentpack_builders::package_store::PackageStore;
 use agentpack_builders::resolve::{resolve, ResolveEnv, UpdatePolicy};
 use agentpack_builders::session::GitHubSession;
@@ -20,6 +18,8 @@ use agentpack_lockfile::manifest::Manifest;
 use agentpack_store::{Store, StoreOptions};
 use agentpack_test_support::registry::registry_available;
 use agentpack_test_support::TestRegistry;
+
+use crate::oci_registry::{push_raw_image, tar_gz};
 
 struct Machine {
     dir: tempfile::TempDir,
@@ -72,64 +72,8 @@ impl Machine {
     }
 }
 
-fn push_raw_image(registry: &TestRegistry, repository: &str, tag: &str, layer: (&str, &[u8])) {
-    use oci_client::client::{ClientConfig, ClientProtocol};
-    let config: (&str, &[u8]) = ("application/vnd.oci.image.config.v1+json", b"{}");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let client = oci_client::Client::new(ClientConfig {
-        protocol: ClientProtocol::Http,
-        ..ClientConfig::default()
-    });
-    let reference =
-        oci_client::Reference::with_tag(registry.registry(), repository.to_owned(), tag.to_owned());
-    let manifest = serde_json::json!({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": config.0, "digest": sha256_digest(config.1), "size": config.1.len()},
-        "layers": [{"mediaType": layer.0, "digest": sha256_digest(layer.1), "size": layer.1.len()}],
-    });
-    runtime.block_on(async {
-        let auth = oci_client::secrets::RegistryAuth::Anonymous;
-        client
-            .auth(&reference, &auth, oci_client::RegistryOperation::Push)
-            .await
-            .unwrap();
-        for blob in [config.1, layer.1] {
-            client
-                .push_blob(&reference, blob.to_vec(), &sha256_digest(blob))
-                .await
-                .unwrap();
-        }
-        client
-            .push_manifest_raw(
-                &reference,
-                serde_json::to_vec(&manifest).unwrap(),
-                http::HeaderValue::from_static("application/vnd.oci.image.manifest.v1+json"),
-            )
-            .await
-            .unwrap();
-    });
-}
-
-fn tar_gz(entries: &[(&str, &str, u32)]) -> Vec<u8> {
-    let mut builder = tar::Builder::new(Vec::new());
-    for (name, content, mode) in entries {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(content.len() as u64);
-        header.set_mode(*mode);
-        header.set_cksum();
-        builder
-            .append_data(&mut header, name, content.as_bytes())
-            .unwrap();
-    }
-    let tar = builder.into_inner().unwrap();
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    encoder.write_all(&tar).unwrap();
-    encoder.finish().unwrap()
-}
+/// The image config the raw images of this suite carry.
+const IMAGE_CONFIG: (&str, &[u8]) = ("application/vnd.oci.image.config.v1+json", b"{}");
 
 const HEAD: &str = "name = \"demo\"\nversion = \"0.1.0\"\n\n[dependencies]\n";
 
@@ -151,6 +95,7 @@ fn a_plain_tar_gzip_image_is_locked_by_digest_and_fetched_again_verified() {
         &registry,
         "plain/pdf",
         "1.0",
+        IMAGE_CONFIG,
         ("application/vnd.oci.image.layer.v1.tar+gzip", &layer),
     );
     let module = registry.repository_url("plain/pdf");
@@ -207,6 +152,7 @@ fn a_layer_of_another_media_type_is_refused_naming_the_package_and_the_media_typ
         &registry,
         "odd/thing",
         "1.0",
+        IMAGE_CONFIG,
         ("application/vnd.example.thing.v1", b"not a tar"),
     );
     let module = registry.repository_url("odd/thing");

@@ -297,8 +297,9 @@ fn base64_encode(bytes: &[u8]) -> String {
     out
 }
 
-/// Pushes a hand-made image (config + one layer) with the `oci-client` crate directly.
-fn push_raw_image(
+/// Pushes a hand-made image (config + one layer) with the `oci-client` crate directly (also used by
+/// `oci_package`).
+pub(crate) fn push_raw_image(
     registry: &TestRegistry,
     repository: &str,
     tag: &str,
@@ -347,7 +348,8 @@ fn push_raw_image(
     });
 }
 
-fn tar_gz(entries: &[(&str, &str, u32)]) -> Vec<u8> {
+/// A tar+gzip layer of `(path, content, mode)` files.
+pub(crate) fn tar_gz(entries: &[(&str, &str, u32)]) -> Vec<u8> {
     let mut builder = tar::Builder::new(Vec::new());
     for (name, content, mode) in entries {
         let mut header = tar::Header::new_gnu();

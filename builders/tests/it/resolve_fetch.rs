@@ -4,68 +4,17 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::fetch_env::{env, github_config, Env};
 use agentpack_builders::fetch::{fetch_lock, FetchOptions};
 use agentpack_builders::github::metadata_cache::InMemoryMetadataCache;
 use agentpack_builders::github::resolver::Resolver;
-use agentpack_builders::github::{GitHubConfig, RetryPolicy};
 use agentpack_builders::package_store::{PackageStore, StoreMetadataCache};
-use agentpack_builders::resolve::{resolve, PinChange, ResolutionError, ResolveEnv, UpdatePolicy};
+use agentpack_builders::resolve::{resolve, PinChange, ResolutionError, UpdatePolicy};
 use agentpack_builders::snapshot::SnapshotFetcher;
 use agentpack_lockfile::keys::github_cache_key;
 use agentpack_lockfile::lock::Lockfile;
 use agentpack_lockfile::manifest::Manifest;
-use agentpack_store::{Store, StoreOptions};
 use agentpack_test_support::{Endpoint, FakeGitHub};
-
-struct Env {
-    _dir: tempfile::TempDir,
-    home: std::path::PathBuf,
-    project: std::path::PathBuf,
-    store: Arc<Store>,
-}
-
-impl Env {
-    /// `fetch_lock` of `lock` in this environment (its project, home and store).
-    fn fetch(
-        &self,
-        fetcher: &SnapshotFetcher,
-        lock: &Lockfile,
-        options: FetchOptions,
-    ) -> Result<agentpack_builders::fetch::FetchOutcome, ResolutionError> {
-        fetch_lock(
-            lock,
-            &self.project,
-            &self.home,
-            fetcher,
-            self.store.as_ref(),
-            options,
-        )
-    }
-}
-
-fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("home");
-    let project = dir.path().join("project");
-    std::fs::create_dir_all(&project).unwrap();
-    let store = Arc::new(
-        Store::open(
-            &home.join("cache"),
-            StoreOptions {
-                flush: false,
-                host_id: Some("test".into()),
-                ..Default::default()
-            },
-        )
-        .unwrap(),
-    );
-    Env {
-        _dir: dir,
-        home,
-        project,
-        store,
-    }
-}
 
 fn fetcher(gh: &FakeGitHub, env: &Env) -> SnapshotFetcher {
     fetcher_with(gh, env, false)
@@ -73,8 +22,7 @@ fn fetcher(gh: &FakeGitHub, env: &Env) -> SnapshotFetcher {
 
 /// `persistent`: GitHub metadata cached in the store's index (as the cli does), else per run.
 fn fetcher_with(gh: &FakeGitHub, env: &Env, persistent: bool) -> SnapshotFetcher {
-    let mut config = GitHubConfig::from_values(Some(gh.api_url()), Some(gh.git_url()), None, None);
-    config.retry = RetryPolicy::fast();
+    let config = github_config(gh);
     let cache: Arc<dyn agentpack_builders::github::metadata_cache::MetadataCache> = if persistent {
         Arc::new(StoreMetadataCache::new(Arc::clone(&env.store)))
     } else {
@@ -107,16 +55,7 @@ fn run_with(
     persistent: bool,
 ) -> Result<agentpack_builders::resolve::ResolveOutcome, ResolutionError> {
     let fetcher = fetcher_with(gh, env, persistent);
-    let store: &dyn PackageStore = env.store.as_ref();
-    let resolve_env = ResolveEnv {
-        project_root: &env.project,
-        agentpack_home: &env.home,
-        fetcher: &fetcher,
-        store,
-        progress: None,
-        keep_unhashed: false,
-    };
-    resolve(&manifest(text), old, &policy, &resolve_env)
+    resolve(&manifest(text), old, &policy, &env.resolve_env(&fetcher))
 }
 
 const HEAD: &str = "name = \"demo\"\nversion = \"0.1.0\"\n";
@@ -311,7 +250,7 @@ fn tampered_downloads_and_edited_cache_entries_are_refused() {
 
     // Another machine gets a tampered archive for the pinned commit.
     gh.tamper_tarball("acme", "skills", &commit);
-    let other = self::env();
+    let other = crate::fetch_env::env();
     let fetcher = fetcher(&gh, &other);
     let error = other
         .fetch(&fetcher, &lock, FetchOptions::default())
@@ -444,41 +383,25 @@ fn a_session_over_the_store_and_a_missing_path_directory_served_from_its_slot() 
     let env = env();
     std::fs::create_dir_all(env.project.join("mine")).unwrap();
     std::fs::write(env.project.join("mine/SKILL.md"), "mine").unwrap();
-    let mut config = GitHubConfig::from_values(Some(gh.api_url()), Some(gh.git_url()), None, None);
-    config.retry = RetryPolicy::fast();
-    let session = agentpack_builders::session::GitHubSession::new(&env.store, config).unwrap();
-    let store: &dyn PackageStore = env.store.as_ref();
-    let resolve_env = ResolveEnv {
-        project_root: &env.project,
-        agentpack_home: &env.home,
-        fetcher: &session.fetcher,
-        store,
-        progress: None,
-        keep_unhashed: false,
-    };
+    let session =
+        agentpack_builders::session::GitHubSession::new(&env.store, github_config(&gh)).unwrap();
     let text = format!("{HEAD}[dependencies]\n\"github.com/acme/skills\" = \"main\"\n\"mine\" = {{ path = \"mine\" }}\n");
     let lock = resolve(
         &manifest(&text),
         None,
         &UpdatePolicy::KeepPins,
-        &resolve_env,
+        &env.resolve_env(&session.fetcher),
     )
     .unwrap()
     .lock;
     assert_eq!(lock.packages.len(), 2);
 
     std::fs::remove_dir_all(env.project.join("mine")).unwrap();
-    let fetched = fetch_lock(
-        &lock,
-        &env.project,
-        &env.home,
-        &session.fetcher,
-        store,
-        FetchOptions::default(),
-    )
-    .unwrap();
+    let fetched = env
+        .fetch(&session.fetcher, &lock, FetchOptions::default())
+        .unwrap();
     assert!(fetched.slots["mine"].join("SKILL.md").is_file());
-    let other = self::env();
+    let other = crate::fetch_env::env();
     let error = fetch_lock(
         &lock,
         &env.project,
@@ -504,7 +427,7 @@ fn locks_without_content_hashes_fetch_unverified() {
         .lock;
     lock.packages[0].content_hash = None;
     assert_eq!(lock.lockfile_version(), 2);
-    let other = self::env();
+    let other = crate::fetch_env::env();
     let fetcher = fetcher(&gh, &other);
     let fetched = other
         .fetch(&fetcher, &lock, FetchOptions::default())

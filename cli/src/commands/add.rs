@@ -21,7 +21,7 @@ use clap::Args;
 use crate::context::Context;
 use crate::output;
 use crate::pipeline;
-use crate::pipeline::edit::{apply_manifest_edit, module_of};
+use crate::pipeline::edit::{apply_manifest_edit, module_of, ManifestEdit};
 use crate::project::Project;
 
 #[derive(Debug, Args)]
@@ -60,9 +60,11 @@ pub fn run_add(ctx: &Context, args: &AddArgs) -> Result<ExitCode> {
         ctx,
         &project,
         &mut session,
-        &document,
-        args.no_sync,
-        &format!("add {}", args.spec),
+        ManifestEdit {
+            document: &document,
+            no_sync: args.no_sync,
+            command: format!("add {}", args.spec),
+        },
         |_| Ok(()),
     )?;
     if ctx.says() {
@@ -289,9 +291,11 @@ pub fn run_remove(ctx: &Context, args: &RemoveArgs) -> Result<ExitCode> {
         ctx,
         &project,
         &mut session,
-        &document,
-        args.no_sync,
-        &format!("remove {}", args.spec),
+        ManifestEdit {
+            document: &document,
+            no_sync: args.no_sync,
+            command: format!("remove {}", args.spec),
+        },
         |_| Ok(()),
     )?;
     if ctx.says() {

@@ -1,9 +1,9 @@
 //! `agentpack hook-exec dispatch --agent A --event E --spec FILE`: what every staged hook calls.
 //!
 //! Reads the agent's JSON payload from stdin, runs the spec's handlers (see
-//! `agentpack_harness::launch::hook_exec`), and answers on stdout, stderr and the exit code exactly as the
-//! handlers did (exit 2 blocks). It is called by agents, not people, so it prints nothing of its own
-//! except a refusal when the spec cannot be read.
+//! `agentpack_harness::launch::hook_exec`), and answers on stdout, stderr and the exit code
+//! exactly as the handlers did (exit 2 blocks). It is called by agents, not people, so it prints
+//! nothing of its own except a refusal when the spec cannot be read.
 
 use std::io::{Read as _, Write as _};
 use std::path::PathBuf;

@@ -6,8 +6,9 @@
 //! lock, `./.agents/`, the mode, the target, the cache slots (their links into the immutable store)
 //! and the path packages' sources are unchanged since the last full sync of this launcher (the
 //! fingerprint in `$AGENTPACK_HOME/projects/<hash>/launch/`, see [`fingerprint_inputs`], which a
-//! bare sync's fast path shares, in `crate::pipeline::fingerprint`), nothing is staged; `AGENTPACK_FULL_VERIFY=1` always takes the
-//! full sync.
+//! bare sync's fast path shares, in `crate::pipeline::fingerprint`), nothing is staged;
+//! `AGENTPACK_FULL_VERIFY=1` always takes the full sync. Otherwise a published generation that
+//! serves the agent is used without a plan (`pipeline::stage`): only its secret values are rendered.
 //!
 //! The agent runs as a child, not through `exec`, so the launcher can release its lease when the
 //! agent exits; the child's pid is leased too, so the generation stays protected if the launcher is
@@ -73,11 +74,7 @@ pub fn run(ctx: &Context, agent: Agent, args: &LaunchArgs) -> Result<ExitCode> {
         let project = crate::project::Project::discover(ctx)?;
         refuse_recorded_links(&project.state_dir(), agent)?;
     }
-    let program = launch::resolve_binary(
-        agent,
-        std::env::var_os(launch::path_override_var(agent)).as_deref(),
-        std::env::var_os("PATH").as_deref(),
-    )?;
+    let program = crate::env::agent_binary(agent)?;
     // The same store options as every command (host id, link mode, local index); one handle
     // stages and holds the lease.
     let store = crate::session::open_store(&Home::from_env()?)

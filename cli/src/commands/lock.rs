@@ -78,7 +78,7 @@ pub fn run_update(ctx: &Context, args: &UpdateArgs) -> Result<ExitCode> {
     stage::record_mcp_servers(ctx, &session, &mut resolved, &options)?;
     save(ctx, &project, &mut session, &resolved.lock)?;
     if !args.no_sync {
-        match stage::stage_resolved(ctx, &project, &mut session, &resolved) {
+        match stage::stage_resolved(ctx, &project, &session, &resolved) {
             Ok(staged) => {
                 stage::tidy_after_sync(ctx, &session, &staged)?;
                 if ctx.says() {

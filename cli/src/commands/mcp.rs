@@ -24,7 +24,7 @@ use serde::Serialize;
 use crate::context::Context;
 use crate::output;
 use crate::pipeline;
-use crate::pipeline::edit::{apply_manifest_edit, lock_options};
+use crate::pipeline::edit::{apply_manifest_edit, lock_options, ManifestEdit};
 use crate::project::Project;
 
 #[derive(Debug, clap::Args)]
@@ -182,9 +182,11 @@ fn run_add(ctx: &Context, args: &McpAddArgs) -> Result<ExitCode> {
         ctx,
         &project,
         &mut session,
-        &document,
-        args.no_sync,
-        &format!("mcp add {}", args.name),
+        ManifestEdit {
+            document: &document,
+            no_sync: args.no_sync,
+            command: format!("mcp add {}", args.name),
+        },
         |lock| {
             lock.mcp_servers.retain(|r| r.name != args.name);
             lock.mcp_servers.extend(record.clone());
@@ -240,9 +242,11 @@ fn run_remove(ctx: &Context, args: &McpRemoveArgs) -> Result<ExitCode> {
         ctx,
         &project,
         &mut session,
-        &document,
-        args.no_sync,
-        &format!("mcp remove {}", args.name),
+        ManifestEdit {
+            document: &document,
+            no_sync: args.no_sync,
+            command: format!("mcp remove {}", args.name),
+        },
         |lock| {
             lock.mcp_servers
                 .retain(|r| !(r.name == args.name && r.source == "manifest"));

@@ -3,10 +3,11 @@
 //!
 //! The first start downloads each tarball of the locked tree (from a substituter's npm-tree
 //! artifact first, when `AGENTPACK_SUBSTITUTERS` or the config file name one, then from the npm
-//! registry), checks it against its recorded integrity before anything is written, unpacks it into an npm-tree store path and runs the
-//! package's executable with `node` (the process is replaced, so the agent talks to the server
-//! directly over stdio). Later starts reuse the tree after a cheap check. A tarball with the wrong
-//! integrity stops here and nothing runs. No package script ever runs.
+//! registry), checks it against its recorded integrity before anything is written, unpacks it
+//! into an npm-tree store path and runs the package's executable with `node` (the process is
+//! replaced, so the agent talks to the server directly over stdio). Later starts reuse the tree
+//! after a cheap check. A tarball with the wrong integrity stops here and nothing runs. No package
+//! script ever runs.
 //!
 //! It must never print on stdout: stdout belongs to the server's protocol.
 
@@ -16,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use agentpack_builders::npm::prepare_exec_substituted;
-use agentpack_builders::oci::OciTransport;
 use agentpack_builders::substitute::Substituters;
 use agentpack_store::LeaseOptions;
 use anyhow::{Context as _, Result};
@@ -50,9 +50,8 @@ fn home_of_spec(spec: &Path) -> Option<Home> {
 
 /// The substituters of `AGENTPACK_SUBSTITUTERS` and the user's config file, asked for a tree's
 /// tarballs before the npm registry (see `agentpack_builders::substitute_npm`).
-fn substituters(limits: agentpack_builders::limits::Limits) -> Result<Substituters> {
-    let mut transport = OciTransport::from_env(&crate::env::var);
-    transport.limits = limits;
+fn substituters() -> Result<Substituters> {
+    let transport = crate::env::oci_transport()?;
     let substituters = Substituters::from_entries(
         &crate::user_config::substituter_entries()?,
         transport.clone(),
@@ -73,7 +72,7 @@ pub fn run(_ctx: &Context, args: &McpExecArgs) -> Result<ExitCode> {
     };
     let store = session::open_store(&home)?;
     let limits = crate::env::limits()?;
-    let plan = prepare_exec_substituted(&store, &args.spec, &limits, &substituters(limits)?)?;
+    let plan = prepare_exec_substituted(&store, &args.spec, &limits, &substituters()?)?;
     for warning in &plan.ready.warnings {
         crate::output::warn(warning);
     }

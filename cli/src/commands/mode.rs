@@ -6,7 +6,6 @@
 
 use std::process::ExitCode;
 
-use agentpack_builders::generation::pointer::ModePointer;
 use agentpack_lockfile::{keys, Base, ManifestDocument, Selector};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand, ValueEnum};
@@ -16,7 +15,6 @@ use crate::context::Context;
 use crate::output;
 use crate::pipeline::{history_name, mode_name};
 use crate::project::Project;
-use crate::session;
 
 #[derive(Debug, Args)]
 pub struct ModeArgs {
@@ -195,7 +193,8 @@ struct GenerationView {
 
 pub fn run_rollback(ctx: &Context, args: &RollbackArgs) -> Result<ExitCode> {
     let project = Project::discover(ctx)?;
-    let manifest = project.load_manifest()?;
+    let session = crate::pipeline::open(&project)?;
+    let manifest = session.manifest();
     let name = mode_name(ctx).to_owned();
     if manifest.mode(&name).is_none() {
         bail!(
@@ -205,8 +204,8 @@ pub fn run_rollback(ctx: &Context, args: &RollbackArgs) -> Result<ExitCode> {
     }
     let mode_dir = keys::mode_dir_component(&name);
     crate::retired_homes::check_staging_root(&project.staging_root, &project.root, false)?;
-    let store = session::open_store(&project.home)?;
-    let pointer = ModePointer::new(&project.staging_root, &mode_dir);
+    let store = session.store();
+    let pointer = session.pointer(&mode_dir);
     let current = pointer
         .current()
         .and_then(|target| store.store_path_of(&target));

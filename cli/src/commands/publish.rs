@@ -15,7 +15,6 @@ use agentpack_builders::local_package;
 use agentpack_builders::normalize::{self, NormalizeContext};
 use agentpack_builders::oci::{
     identity_tag, parse_oci_url, ArtifactConfig, ArtifactKind, OciClient, OciReference,
-    OciTransport,
 };
 use agentpack_lockfile::validate::ContentHash;
 use anyhow::{bail, Result};
@@ -102,8 +101,7 @@ pub fn run(ctx: &Context, args: &PublishArgs) -> Result<ExitCode> {
         executables: executables.clone(),
         agentpack_version: env!("CARGO_PKG_VERSION").to_owned(),
     };
-    let mut transport = OciTransport::from_env(&env::var);
-    transport.limits = env::limits()?;
+    let transport = env::oci_transport()?;
     for warning in transport.warnings() {
         output::warn(warning);
     }

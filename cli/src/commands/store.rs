@@ -98,12 +98,13 @@ pub fn run_store(ctx: &Context, args: &StoreArgs) -> Result<ExitCode> {
                     None => info.link_mode.to_string(),
                 };
                 output::stdout(&format!(
-                    "location     {}\nfilesystem   {}\nlink mode    {}\nindex        {}\nstore paths  {}\nblobs        {}\nslots        {}\n{}",
+                    "location     {}\nfilesystem   {}\nlink mode    {}\nindex        {}\nstore paths  {}\n{}blobs        {}\nslots        {}\n{}",
                     info.location.display(),
                     filesystem,
                     link,
                     info.index.as_ref().map_or("none".to_owned(), |p| p.display().to_string()),
                     info.store_paths,
+                    info_kinds(&info),
                     info.blobs,
                     info.slots,
                     info_bytes(&info),
@@ -112,7 +113,7 @@ pub fn run_store(ctx: &Context, args: &StoreArgs) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         StoreCommand::Verify(verify_args) => verify_store(ctx, &store, verify_args.repair),
-        StoreCommand::Push(push_args) => super::store_push::run(ctx, push_args),
+        StoreCommand::Push(push_args) => super::store_push::run(ctx, &store, push_args),
     }
 }
 
@@ -161,6 +162,10 @@ fn verify_store(ctx: &Context, store: &agentpack_store::Store, repair: bool) -> 
         for item in &report.not_repaired {
             output::stdout(&format!("not repaired  {item}\n"))?;
         }
+        // The store database is a cache: a record it corrected is said, never counted as damage.
+        for record in &report.index_corrected {
+            output::stdout(&format!("index record  {record}\n"))?;
+        }
     }
     if damaged {
         bail!("the store is damaged\n  fix  agentpack store verify --repair");
@@ -191,6 +196,21 @@ fn verify_store(ctx: &Context, store: &agentpack_store::Store, repair: bool) -> 
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The store paths of `store info` by kind (`package`, `files`, `built`, ...), one indented line each:
+/// how many and what they allocate, each path counted alone.
+fn info_kinds(info: &agentpack_store::StoreInfo) -> String {
+    info.kinds
+        .iter()
+        .map(|(kind, summary)| {
+            format!(
+                "  {kind:<12} {} ({} allocated)\n",
+                summary.store_paths,
+                human_bytes(summary.disk_bytes)
+            )
+        })
+        .collect()
 }
 
 /// The byte lines of `store info`: allocated bytes (what `du` counts) by part, then logical sizes.

@@ -23,11 +23,11 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use agentpack_builders::limits::Limits;
 use agentpack_builders::npm::exec_spec::{ExecSpec, EXEC_SPEC_FILE};
 use agentpack_builders::npm::registry::RegistryClient;
 use agentpack_builders::oci::{
-    identity_tag, ArtifactConfig, ArtifactKind, OciClient, OciReference, OciRepository,
-    OciTransport, PushJob,
+    identity_tag, ArtifactConfig, ArtifactKind, OciClient, OciReference, OciRepository, PushJob,
 };
 use agentpack_builders::package_store::{PackageStore, SlotCheck};
 use agentpack_builders::substitute_npm::write_tarball_dir;
@@ -37,7 +37,7 @@ use anyhow::Result;
 use clap::Args;
 use serde::Serialize;
 
-use crate::context::{Context, Home};
+use crate::context::Context;
 use crate::env;
 use crate::output;
 use crate::project::Project;
@@ -76,6 +76,25 @@ struct Item {
     present: Option<String>,
     /// The artifact could not be made: why (the command fails after pushing the rest).
     failed: Option<String>,
+}
+
+impl Item {
+    /// An item of `kind` with no tree, executables or note yet.
+    fn new(kind: ArtifactKind, module: String, commit: Option<String>, identity: String) -> Item {
+        Item {
+            kind,
+            module,
+            commit,
+            identity,
+            tree: None,
+            executables: Vec::new(),
+            note: None,
+            missing: false,
+            npm: None,
+            present: None,
+            failed: None,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -145,17 +164,14 @@ fn generation_items(ctx: &Context, store: &Store) -> Result<Vec<Item>> {
             &tree,
         )?);
         items.push(Item {
-            kind: ArtifactKind::Generation,
-            module: format!("generation of mode {mode}"),
-            commit: None,
-            identity: format!("generation:{name}"),
             tree: Some(tree),
             executables: executables.into_iter().collect(),
-            note: None,
-            missing: false,
-            npm: None,
-            present: None,
-            failed: None,
+            ..Item::new(
+                ArtifactKind::Generation,
+                format!("generation of mode {mode}"),
+                None,
+                format!("generation:{name}"),
+            )
         });
     }
     Ok(items)
@@ -175,24 +191,16 @@ fn project_items(ctx: &Context, store: &Store) -> Result<Vec<Item>> {
     let lock = project.load_lock(&manifest)?;
     let mut items = Vec::new();
     for package in &lock.packages {
-        let module = package.module.as_str().to_owned();
-        let mut item = Item {
-            kind: ArtifactKind::Package,
-            module: module.clone(),
-            commit: Some(package.commit.as_str().to_owned()),
-            identity: package
+        let mut item = Item::new(
+            ArtifactKind::Package,
+            package.module.as_str().to_owned(),
+            Some(package.commit.as_str().to_owned()),
+            package
                 .content_hash
                 .as_ref()
                 .map(ToString::to_string)
                 .unwrap_or_default(),
-            tree: None,
-            executables: Vec::new(),
-            note: None,
-            missing: false,
-            npm: None,
-            present: None,
-            failed: None,
-        };
+        );
         if package.url.starts_with("path:") || package.url.starts_with("local:") {
             item.note = Some("a copy of a directory on this machine; not pushed".to_owned());
             items.push(item);
@@ -240,18 +248,15 @@ fn project_items(ctx: &Context, store: &Store) -> Result<Vec<Item>> {
 
 /// The item of an npm MCP server tree: its artifact is made from the tarballs its records pin.
 fn npm_item(spec: ExecSpec) -> Item {
+    let item = Item::new(
+        ArtifactKind::NpmTree,
+        format!("{}@{}", spec.package, spec.version),
+        None,
+        spec.tree_digest.clone(),
+    );
     Item {
-        kind: ArtifactKind::NpmTree,
-        module: format!("{}@{}", spec.package, spec.version),
-        commit: None,
-        identity: spec.tree_digest.clone(),
-        tree: None,
-        executables: Vec::new(),
-        note: None,
-        missing: false,
         npm: Some(spec),
-        present: None,
-        failed: None,
+        ..item
     }
 }
 
@@ -283,12 +288,13 @@ fn prepare_npm_items(
     client: &OciClient,
     repository: &OciRepository,
     items: &mut [Item],
+    limits: Limits,
 ) -> Result<Vec<StoreTempDir>> {
     let mut dirs = Vec::new();
     if !items.iter().any(|item| item.npm.is_some()) {
         return Ok(dirs);
     }
-    let npm = RegistryClient::with_limits(env::limits()?)?;
+    let npm = RegistryClient::with_limits(limits)?;
     for item in items.iter_mut() {
         let Some(spec) = &item.npm else {
             continue;
@@ -332,17 +338,14 @@ fn store_items(store: &Store) -> Result<Vec<Item>> {
             continue;
         }
         items.push(Item {
-            kind: ArtifactKind::Package,
-            module: name.label().to_owned(),
-            commit: None,
-            identity,
             executables: store.source_executables(&path),
             tree: Some(path.path().to_path_buf()),
-            note: None,
-            missing: false,
-            npm: None,
-            present: None,
-            failed: None,
+            ..Item::new(
+                ArtifactKind::Package,
+                name.label().to_owned(),
+                None,
+                identity,
+            )
         });
     }
     // npm trees by the mcp-exec specs the store holds (each names its tree's records).
@@ -355,27 +358,27 @@ fn store_items(store: &Store) -> Result<Vec<Item>> {
     Ok(items)
 }
 
-pub fn run(ctx: &Context, args: &StorePushArgs) -> Result<ExitCode> {
+/// `store push`, on the store `agentpack store` opened.
+pub fn run(ctx: &Context, store: &Store, args: &StorePushArgs) -> Result<ExitCode> {
     let repository: OciRepository = args.repository.parse()?;
-    let store = session::open_store(&Home::from_env()?)?;
     let mut items = if args.all {
-        store_items(&store)?
+        store_items(store)?
     } else {
-        project_items(ctx, &store)?
+        project_items(ctx, store)?
     };
     if args.generations {
-        items.extend(generation_items(ctx, &store)?);
+        items.extend(generation_items(ctx, store)?);
     }
-    let mut transport = OciTransport::from_env(&env::var);
-    transport.limits = env::limits()?;
+    let transport = env::oci_transport()?;
     for warning in transport.warnings() {
         output::warn(warning);
     }
+    let limits = transport.limits;
     let client = OciClient::new(transport)?;
     let _npm_dirs = {
         let _ticker =
             output::Ticker::start(ctx, "downloading the npm tarballs of the MCP server trees");
-        prepare_npm_items(&store, &client, &repository, &mut items)?
+        prepare_npm_items(store, &client, &repository, &mut items, limits)?
     };
     let version = env!("CARGO_PKG_VERSION").to_owned();
     let mut report = PushReport {
@@ -505,7 +508,7 @@ pub fn run(ctx: &Context, args: &StorePushArgs) -> Result<ExitCode> {
         }
         report.items.push(line);
     }
-    session::flush_store_warnings(&store);
+    session::flush_store_warnings(store);
     if ctx.json {
         output::json(&report)?;
     } else {

@@ -33,20 +33,33 @@ pub fn module_of(spec: &str) -> Result<String> {
     })
 }
 
+/// An edit of `agentpack.toml` made in memory, for [`apply_manifest_edit`].
+pub struct ManifestEdit<'a> {
+    /// The edited manifest.
+    pub document: &'a ManifestDocument,
+    /// `--no-sync`: resolve, lock and write, but do not stage.
+    pub no_sync: bool,
+    /// The command as its failure names it (`add owner/repo`, `mcp remove NAME`).
+    pub command: String,
+}
+
 /// Applies an edited manifest as one transaction over `session` (which read both files once):
 /// re-resolve the lock (keeping pins), let `adjust` change the resolved lock (e.g. MCP records),
 /// write both files, then stage what was resolved unless `no_sync` (no second resolution: the
 /// packages are fetched and verified). If any step fails, `agentpack.toml` and `pack.lock` are
-/// put back exactly as they were and the error says so, naming `command`.
+/// put back exactly as they were and the error says so, naming the command.
 pub fn apply_manifest_edit(
     ctx: &Context,
     project: &Project,
     session: &mut ProjectSession,
-    document: &ManifestDocument,
-    no_sync: bool,
-    command: &str,
+    edit: ManifestEdit<'_>,
     adjust: impl FnOnce(&mut Lockfile) -> Result<()>,
 ) -> Result<()> {
+    let ManifestEdit {
+        document,
+        no_sync,
+        command,
+    } = edit;
     let manifest = document.to_manifest()?;
     let snapshot = super::snapshot(session)?;
     // A lock that does not verify stops the edit before anything is resolved.

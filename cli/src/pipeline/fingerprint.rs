@@ -62,7 +62,7 @@ pub fn fingerprint_inputs(
         .map(|t| format!("{t:?}"))
         .unwrap_or_default();
     let inputs = fingerprint::FingerprintInputs {
-        agent: agent.unwrap_or(Agent::Claude),
+        agent,
         mode: mode_name(ctx),
         manifest: project_root.join(MANIFEST_FILE),
         lock,
@@ -88,7 +88,6 @@ pub fn fingerprint_inputs(
         ],
     };
     let extra = fingerprint::ExtraInputs {
-        all_agents: agent.is_none(),
         source_dirs,
         files: vec![workspace.join(agentpack_harness::render::eject::MANIFEST_PATH)],
     };

@@ -1,6 +1,8 @@
 //! The compositions of the pipeline's steps that several commands share, with what they say:
 //! - [`sync`]: resolve (reconciling the lock), write the lock when it changed, then [`stage`];
 //! - [`stage`]: plan, build and select one mode (a launcher's agent only, honouring a rollback);
+//!   a generation already published is selected without a plan;
+//! - [`stage_resolved`]: [`stage`] what a relock or `env restore` already resolved;
 //! - [`relock`] and [`record_mcp_servers`]: what `lock`, `update`, `add`, `remove` and `mcp`
 //!   resolve and record before they write the files;
 //! - [`tidy_after_sync`]: what every sync that is not a launcher's does afterwards.
@@ -11,7 +13,9 @@
 use std::path::Path;
 
 use agentpack_builders::mcp_lock::{self, McpLockOptions};
-use agentpack_builders::project::{ProjectSession, ResolvePolicy, Resolved, ResolvedMode};
+use agentpack_builders::project::{
+    PlannedInputs, ProjectSession, ResolvePolicy, Resolved, ResolvedMode,
+};
 use agentpack_builders::resolve::UpdatePolicy;
 use agentpack_harness::Agent;
 use anyhow::Result;
@@ -94,12 +98,13 @@ fn after_staging(session: &ProjectSession) {
     }
 }
 
-/// Stages what `lock`/`update`/`add`/`remove` just resolved and wrote (its packages are fetched
-/// and verified): what a sync after them would do, without resolving again.
+/// Stages what `lock`/`update`/`add`/`remove` just resolved and wrote, or what `env restore`
+/// resolved frozen (never writing the lock): its packages are fetched and verified, so this is what
+/// a sync after them would do, without resolving again.
 pub fn stage_resolved(
     ctx: &Context,
     project: &Project,
-    session: &mut ProjectSession,
+    session: &ProjectSession,
     resolved: &Resolved,
 ) -> Result<Staged> {
     let mode = resolve_mode(ctx, session.manifest())?;
@@ -143,28 +148,6 @@ pub fn stage_for_launch(
     )
 }
 
-/// `env restore`: stages a lock whose packages `resolved` fetched and verified (frozen), never
-/// writing the lock.
-pub fn stage_frozen(
-    ctx: &Context,
-    project: &Project,
-    session: &ProjectSession,
-    resolved: &Resolved,
-) -> Result<Staged> {
-    let mode = resolve_mode(ctx, session.manifest())?;
-    retired_homes::check_staging_root(&project.staging_root, &project.root, true)?;
-    let staged = stage(
-        ctx,
-        project,
-        session,
-        resolved,
-        &mode,
-        StageOptions::default(),
-    )?;
-    say_warnings(session);
-    Ok(staged)
-}
-
 /// Plan, build and select `mode` from `resolved`.
 pub fn stage(
     ctx: &Context,
@@ -181,18 +164,34 @@ pub fn stage(
         None => Agent::ALL.to_vec(),
     };
     let state_dir = project.state_dir();
+    let planned = session.planned_inputs(resolved, mode, &plan_options);
+    say_warnings(session);
+    let planned = planned?;
     match options.agent {
         // A sync the user runs builds from the lock again: it ends a rollback.
         None => rollback_record::clear(&state_dir, &mode.dir),
         Some(agent) => {
-            if let Some(staged) =
-                stage_rolled_back(ctx, project, session, resolved, mode, agent, &plan_options)?
-            {
+            if let Some(staged) = stage_rolled_back(ctx, project, session, &planned, mode, agent)? {
                 return Ok(staged);
             }
         }
     }
-    let plan = session.plan(resolved, mode, &agents, &plan_options);
+    // A published generation is used without a plan: only the secret values asked for are
+    // rendered (what rendering reported was said when it was built, and stays in its report).
+    let reused = session.reuse(
+        &planned,
+        &mode.dir,
+        &agents,
+        options.agent.or(options.secrets_of),
+    );
+    say_warnings(session);
+    if let Some(built) = reused? {
+        let selected = session.select(&mode.dir, &built)?;
+        let mut staged = Staged::of(project, &mode.dir, &selected.pointer, selected.generation);
+        staged.secrets = built.secrets;
+        return Ok(staged);
+    }
+    let plan = session.plan_of(planned, mode, &agents);
     say_warnings(session);
     let plan = plan?;
     let built = session.build(&plan);
@@ -234,10 +233,9 @@ fn stage_rolled_back(
     ctx: &Context,
     project: &Project,
     session: &ProjectSession,
-    resolved: &Resolved,
+    planned: &PlannedInputs,
     mode: &ResolvedMode,
     agent: Agent,
-    plan_options: &agentpack_builders::project::PlanOptions,
 ) -> Result<Option<Staged>> {
     let pointer = session.pointer(&mode.dir);
     let selected = pointer.current();
@@ -266,11 +264,8 @@ fn stage_rolled_back(
             generation.display()
         ));
     }
-    let plan = session.plan(resolved, mode, &[agent], plan_options);
-    say_warnings(session);
-    let plan = plan?;
     let secrets =
-        agentpack_builders::generation::render_secrets(session.store(), plan.inputs(), agent)?;
+        agentpack_builders::generation::render_secrets(session.store(), &planned.inputs, agent)?;
     let mut staged = Staged::of(project, &mode.dir, pointer.path(), generation);
     if !secrets.is_empty() {
         staged.secrets.insert(agent, secrets);

@@ -11,7 +11,7 @@
 
 use agentpack_test_support::{
     agentpack_bin, agents_bin, run_pinned, writable_layer, write, write_executable, FakeGitHub,
-    IsolatedHome,
+    IsolatedHome, Run,
 };
 use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
@@ -34,6 +34,8 @@ impl World {
         }
     }
 
+    /// Runs `agentpack args` against the fake GitHub, asserting success; returns stdout and stderr.
+    #[track_caller]
     fn ok(&self, args: &[&str]) -> String {
         let output = self
             .home
@@ -41,13 +43,7 @@ impl World {
             .args(args)
             .output()
             .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        assert!(
-            output.status.success(),
-            "agentpack {args:?} failed\nstdout:\n{}\nstderr:\n{stderr}",
-            String::from_utf8_lossy(&output.stdout)
-        );
-        format!("{}{stderr}", String::from_utf8_lossy(&output.stdout))
+        Run::new(args, output).assert_ok().text()
     }
 
     fn staged(&self) -> PathBuf {

@@ -3,7 +3,7 @@
 //! documented invocation and that nothing under the user's real agent homes changed beyond what the
 //! docs allow. The project depends on a local path package, so no network is involved.
 
-#![allow(clippy::unwrap_used, clippy::print_stderr)] // tests may unwrap and say why they skip (HELPERS.md)
+#![allow(clippy::unwrap_used)] // tests may unwrap (HELPERS.md)
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -53,7 +53,7 @@ struct Seen {
     cwd: String,
 }
 
-fn setup() -> Option<Launch> {
+fn setup() -> Launch {
     let iso = IsolatedHome::new();
     let root = iso.project.parent().unwrap().to_path_buf();
     let bin = root.join("bin");
@@ -100,7 +100,19 @@ fn setup() -> Option<Launch> {
     );
     write(&home.join(".grok/config.toml"), "model = \"grok-4\"\n");
     write(&home.join(".gemini/settings.json"), "{}\n");
-    Some(Launch { iso, bin, record })
+    Launch { iso, bin, record }
+}
+
+impl Seen {
+    /// Asserts the stand-in could see a file whose path ends with `suffix`.
+    #[track_caller]
+    fn assert_sees(&self, suffix: &str) {
+        assert!(
+            self.files.iter().any(|f| f.ends_with(suffix)),
+            "no {suffix} among {:?}",
+            self.files
+        );
+    }
 }
 
 impl Launch {
@@ -248,7 +260,7 @@ const CODEX_HISTORY: [&str; 3] = [
 
 #[test]
 fn sync_creates_only_the_codex_session_history() {
-    let Some(t) = setup() else { return };
+    let t = setup();
     let before = snapshot(&t.iso.home);
     t.ok(&["sync"], &[]);
     let after = snapshot(&t.iso.home);
@@ -268,7 +280,7 @@ fn sync_creates_only_the_codex_session_history() {
 
 #[test]
 fn claude_gets_the_plugin_dir_inline_settings_yolo_and_the_trailing_args() {
-    let Some(t) = setup() else { return };
+    let t = setup();
     let before = snapshot(&t.iso.home);
     let output = t.run(
         &["--yolo", "claude", "--model", "opus"],
@@ -294,13 +306,7 @@ fn claude_gets_the_plugin_dir_inline_settings_yolo_and_the_trailing_args() {
     );
     assert_eq!(seen.env["CLAUDE_CONFIG_DIR"], "<unset>");
     assert_eq!(seen.env["HOME"], t.iso.home.to_string_lossy());
-    assert!(
-        seen.files
-            .iter()
-            .any(|f| f.ends_with("plugins/agentpack-bundle/skills/demo-skill/SKILL.md")),
-        "{:?}",
-        seen.files
-    );
+    seen.assert_sees("plugins/agentpack-bundle/skills/demo-skill/SKILL.md");
     assert!(
         seen.env.values().any(|v| v == "sk-SENTINEL"),
         "secret as a variable: {:?}",
@@ -315,7 +321,7 @@ fn claude_gets_the_plugin_dir_inline_settings_yolo_and_the_trailing_args() {
 
 #[test]
 fn arguments_after_a_double_dash_reach_the_agent_unchanged() {
-    let Some(t) = setup() else { return };
+    let t = setup();
     t.ok(&["claude", "--", "--mode", "x", "--yolo"], &[]);
     let seen = t.seen("claude");
     assert!(
@@ -330,7 +336,7 @@ fn arguments_after_a_double_dash_reach_the_agent_unchanged() {
 
 #[test]
 fn cursor_agent_runs_in_a_synthetic_home_with_the_agents_link() {
-    let Some(t) = setup() else { return };
+    let t = setup();
     let before = snapshot(&t.iso.home);
     // CURSOR_AGENT_PATH: a binary that is not on PATH.
     let elsewhere = t.iso.project.parent().unwrap().join("elsewhere");
@@ -368,13 +374,7 @@ fn cursor_agent_runs_in_a_synthetic_home_with_the_agents_link() {
         seen.env["CARGO_HOME"],
         t.iso.home.join(".cargo").to_string_lossy()
     );
-    assert!(
-        seen.files
-            .iter()
-            .any(|f| f.ends_with(".cursor/skills/demo-skill/SKILL.md")),
-        "{:?}",
-        seen.files
-    );
+    seen.assert_sees(".cursor/skills/demo-skill/SKILL.md");
     let link = t.iso.project.join(".cursor/agents");
     assert!(std::fs::read_link(&link)
         .unwrap()
@@ -391,20 +391,14 @@ fn cursor_agent_runs_in_a_synthetic_home_with_the_agents_link() {
 
 #[test]
 fn opencode_gets_a_config_root_and_yolo_permission() {
-    let Some(t) = setup() else { return };
+    let t = setup();
     let before = snapshot(&t.iso.home);
     t.ok(&["--yolo", "opencode", "--model", "anthropic/x"], &[]);
     let seen = t.seen("opencode");
     assert_eq!(seen.args, ["--model", "anthropic/x"]);
     let root = PathBuf::from(&seen.env["OPENCODE_CONFIG_DIR"]);
     assert!(root.starts_with(&t.iso.agentpack_home), "{root:?}");
-    assert!(
-        seen.files
-            .iter()
-            .any(|f| f.ends_with("skills/demo-skill/SKILL.md")),
-        "{:?}",
-        seen.files
-    );
+    seen.assert_sees("skills/demo-skill/SKILL.md");
     let config: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(root.join("opencode.json")).unwrap())
             .unwrap();
@@ -418,7 +412,7 @@ fn opencode_gets_a_config_root_and_yolo_permission() {
 
 #[test]
 fn codex_gets_a_home_with_history_links_and_the_yolo_flag() {
-    let Some(t) = setup() else { return };
+    let t = setup();
     let before = snapshot(&t.iso.home);
     t.ok(&["--yolo", "codex", "--model", "gpt-5-codex"], &[]);
     let seen = t.seen("codex");
@@ -432,13 +426,7 @@ fn codex_gets_a_home_with_history_links_and_the_yolo_flag() {
     );
     let home = PathBuf::from(&seen.env["CODEX_HOME"]);
     assert!(home.to_string_lossy().contains("/ap-c/"), "{home:?}");
-    assert!(
-        seen.files
-            .iter()
-            .any(|f| f.ends_with("skills/demo-skill/SKILL.md")),
-        "{:?}",
-        seen.files
-    );
+    seen.assert_sees("skills/demo-skill/SKILL.md");
     let config = std::fs::read_to_string(home.join("config.toml")).unwrap();
     assert!(
         config.contains("model = \"gpt-5\"") && config.contains("sk-SENTINEL"),
@@ -452,7 +440,7 @@ fn codex_gets_a_home_with_history_links_and_the_yolo_flag() {
 
 #[test]
 fn grok_gets_its_home_and_cwd() {
-    let Some(t) = setup() else { return };
+    let t = setup();
     let before = snapshot(&t.iso.home);
     t.ok(&["--yolo", "grok", "-m", "x"], &[]);
     let seen = t.seen("grok");
@@ -480,7 +468,7 @@ fn grok_gets_its_home_and_cwd() {
 
 #[test]
 fn agy_gets_add_dir_and_the_workspace_plugin_link() {
-    let Some(t) = setup() else { return };
+    let t = setup();
     let before = snapshot(&t.iso.home);
     t.ok(&["--yolo", "agy"], &[]);
     let seen = t.seen("agy");
@@ -505,7 +493,7 @@ fn agy_gets_add_dir_and_the_workspace_plugin_link() {
 
 #[test]
 fn a_missing_agent_is_a_clear_error() {
-    let Some(t) = setup() else { return };
+    let t = setup();
     std::fs::remove_file(t.bin.join("grok")).unwrap();
     let output = t.run(&["grok"], &[("PATH", "/usr/bin:/bin")]);
     assert!(!output.status.success());
@@ -518,7 +506,7 @@ fn a_missing_agent_is_a_clear_error() {
 
 #[test]
 fn an_unchanged_project_skips_the_sync() {
-    let Some(t) = setup() else { return };
+    let t = setup();
     t.ok(&["claude"], &[]);
     let record = t.iso.agentpack_home.join("projects");
     let record = std::fs::read_dir(&record)
@@ -561,7 +549,7 @@ fn an_unchanged_project_skips_the_sync() {
 
 #[test]
 fn a_running_agent_keeps_its_generation_while_a_sync_and_a_launch_switch_the_pointer() {
-    let Some(t) = setup() else { return };
+    let t = setup();
     let release = t.record.join("release");
     let path = format!(
         "{}:{}",
@@ -642,7 +630,7 @@ fn a_running_agent_keeps_its_generation_while_a_sync_and_a_launch_switch_the_poi
 
 #[test]
 fn secrets_reach_the_agent_when_a_bare_sync_built_the_generation() {
-    let Some(t) = setup() else { return };
+    let t = setup();
     t.ok(&["sync"], &[]);
     t.ok(&["codex"], &[]);
     let seen = t.seen("codex");
@@ -664,7 +652,7 @@ fn secrets_reach_the_agent_when_a_bare_sync_built_the_generation() {
 /// a new generation).
 #[test]
 fn the_agy_workspace_link_is_not_project_content() {
-    let Some(t) = setup() else { return };
+    let t = setup();
     t.ok(&["agy"], &[]);
     let first = t.generation();
     let record = t
@@ -703,7 +691,7 @@ fn the_agy_workspace_link_is_not_project_content() {
 /// `--workspace` is a global flag: before or after the launcher, it names the agent's workspace.
 #[test]
 fn workspace_is_a_global_flag() {
-    let Some(t) = setup() else { return };
+    let t = setup();
     let elsewhere = t.iso.project.join("sub");
     std::fs::create_dir_all(&elsewhere).unwrap();
     let elsewhere = std::fs::canonicalize(&elsewhere).unwrap();
@@ -725,7 +713,7 @@ fn workspace_is_a_global_flag() {
 /// is not an executable file is a clear error.
 #[test]
 fn every_binary_override_is_honoured() {
-    let Some(t) = setup() else { return };
+    let t = setup();
     let elsewhere = t.iso.home.join("elsewhere");
     std::fs::create_dir_all(&elsewhere).unwrap();
     for (command, binary, var) in [
@@ -754,7 +742,7 @@ fn every_binary_override_is_honoured() {
 /// The sync inside `add` tidies like a bare `sync`: the workspace link a launcher placed goes.
 #[test]
 fn the_sync_inside_add_removes_launcher_links_like_a_bare_sync() {
-    let Some(t) = setup() else { return };
+    let t = setup();
     t.ok(&["agy"], &[]);
     let link = t.iso.project.join(".agents/plugins/agentpack-bundle");
     assert!(std::fs::symlink_metadata(&link).is_ok());

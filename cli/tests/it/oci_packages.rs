@@ -10,14 +10,14 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use agentpack_lockfile::Lockfile;
-use agentpack_test_support::{IsolatedHome, TestRegistry};
-
-fn bin() -> PathBuf {
-    assert_cmd::cargo::cargo_bin("agentpack")
-}
+use agentpack_test_support::registry::registry_available;
+use agentpack_test_support::{agentpack_bin, IsolatedHome, TestRegistry};
 
 fn run(home: &IsolatedHome, args: &[&str]) -> Output {
-    home.command(&bin(), None).args(args).output().unwrap()
+    home.command(&agentpack_bin(), None)
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn ok(home: &IsolatedHome, args: &[&str]) -> String {
@@ -74,6 +74,9 @@ fn locked_url(home: &IsolatedHome, module: &str) -> String {
 
 #[test]
 fn publish_add_lock_sync_and_update_after_the_tag_moves() {
+    if !registry_available() {
+        return;
+    }
     let registry = TestRegistry::start();
     let work = tempfile::tempdir().unwrap();
     let publisher = IsolatedHome::new();
@@ -151,6 +154,9 @@ fn publish_add_lock_sync_and_update_after_the_tag_moves() {
 
 #[test]
 fn an_unknown_tag_is_an_error_naming_the_package() {
+    if !registry_available() {
+        return;
+    }
     let registry = TestRegistry::start();
     let home = IsolatedHome::new();
     ok(&home, &["init", "--name", "demo"]);
@@ -163,6 +169,38 @@ fn an_unknown_tag_is_an_error_naming_the_package() {
         "{stderr}"
     );
     // Nothing was written.
+    let manifest = std::fs::read_to_string(home.project.join("agentpack.toml")).unwrap();
+    assert!(!manifest.contains("oci://"), "{manifest}");
+}
+
+#[test]
+fn the_download_limit_of_the_environment_applies_to_an_oci_package() {
+    if !registry_available() {
+        return;
+    }
+    let registry = TestRegistry::start();
+    let work = tempfile::tempdir().unwrap();
+    let publisher = IsolatedHome::new();
+    let module = registry.repository_url("acme/skills/pdf");
+    publish(
+        &publisher,
+        &skill_dir(work.path(), "fill the form"),
+        &format!("{module}:1.0.0"),
+    );
+    let home = IsolatedHome::new();
+    ok(&home, &["init", "--name", "demo"]);
+    let output = home
+        .command(&agentpack_bin(), None)
+        .env("AGENTPACK_MAX_DOWNLOAD_SIZE", "16")
+        .args(["add", &format!("{module}:1.0.0")])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("AGENTPACK_MAX_DOWNLOAD_SIZE") && stderr.contains(&module),
+        "{stderr}"
+    );
     let manifest = std::fs::read_to_string(home.project.join("agentpack.toml")).unwrap();
     assert!(!manifest.contains("oci://"), "{manifest}");
 }

@@ -6,22 +6,22 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure
 
-use std::path::PathBuf;
 use std::process::Output;
 
 use agentpack_builders::oci::{identity_tag, OciClient, OciReference, OciRepository, OciTransport};
 use agentpack_lockfile::Lockfile;
 use agentpack_test_support::registry::registry_available;
-use agentpack_test_support::{FakeGitHub, IsolatedHome, TestRegistry};
+use agentpack_test_support::{agentpack_bin, FakeGitHub, IsolatedHome, TestRegistry};
+
+use crate::oci_substitute::github_with_skills;
 
 const MANIFEST: &str = "name = \"demo\"\nversion = \"0.1.0\"\n\n[dependencies]\n\"github.com/acme/skills/skills/alpha\" = {}\n\"github.com/acme/skills/skills/beta\" = {}\n";
 
-fn bin() -> PathBuf {
-    assert_cmd::cargo::cargo_bin("agentpack")
-}
-
 fn run(home: &IsolatedHome, github: Option<&FakeGitHub>, args: &[&str]) -> Output {
-    home.command(&bin(), github).args(args).output().unwrap()
+    home.command(&agentpack_bin(), github)
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn ok(home: &IsolatedHome, github: Option<&FakeGitHub>, args: &[&str]) -> String {
@@ -43,26 +43,6 @@ fn json(home: &IsolatedHome, github: Option<&FakeGitHub>, args: &[&str]) -> serd
 
 fn client() -> OciClient {
     OciClient::new(OciTransport::from_env(&|_| None)).unwrap()
-}
-
-fn github_with_skills() -> FakeGitHub {
-    let github = FakeGitHub::start();
-    let repo = github.repo("acme", "skills");
-    for name in ["alpha", "beta"] {
-        repo.write(
-            &format!("skills/{name}/SKILL.md"),
-            format!("---\nname: {name}\ndescription: the {name} skill\n---\n\nDo {name} things.\n"),
-        );
-    }
-    repo.write("skills/alpha/run.sh", "#!/bin/sh\necho alpha\n");
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(
-        repo.dir.join("skills/alpha/run.sh"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .unwrap();
-    repo.commit("skills");
-    github
 }
 
 #[test]

@@ -7,7 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use agentpack_test_support::{agentpack_bin, Endpoint, FakeGitHub, IsolatedHome, TestRepo};
+use agentpack_test_support::{
+    agentpack_bin, write_executable, Endpoint, FakeGitHub, IsolatedHome, TestRepo,
+};
 
 struct World {
     home: IsolatedHome,
@@ -98,6 +100,16 @@ impl World {
     }
 }
 
+impl World {
+    /// `acme/<repo>` on the fake GitHub with one commit: the skill `skill` at its root.
+    fn skill_repo(&self, repo: &str, skill_name: &str) -> TestRepo {
+        let repo = self.github.repo("acme", repo);
+        skill(&repo, "", skill_name);
+        repo.commit("one");
+        repo
+    }
+}
+
 fn skill(repo: &TestRepo, dir: &str, name: &str) {
     let file = if dir.is_empty() {
         "SKILL.md".to_owned()
@@ -138,9 +150,7 @@ fn as_version_2(lock: &str) -> String {
 #[test]
 fn v2_locks_are_kept_and_an_unchanged_lock_is_not_rewritten() {
     let world = World::new();
-    let repo = world.github.repo("acme", "skills");
-    skill(&repo, "", "demo");
-    repo.commit("one");
+    world.skill_repo("skills", "demo");
     world.init();
     world.ok(&["add", "acme/skills"]);
     let v3 = world.lock();
@@ -201,9 +211,7 @@ fn v2_locks_are_kept_and_an_unchanged_lock_is_not_rewritten() {
 #[test]
 fn path_packages_with_a_missing_directory_stage_from_a_warm_slot() {
     let world = World::new();
-    let repo = world.github.repo("acme", "skills");
-    skill(&repo, "", "remote");
-    repo.commit("one");
+    world.skill_repo("skills", "remote");
     let local = world.home.project.parent().unwrap().join("local-rules");
     write_dir_skill(&local, "local-rules");
     world.init();
@@ -280,17 +288,37 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 const STANDIN: &str =
     "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$STANDIN_RECORD.args\"\nenv > \"$STANDIN_RECORD.env\"\n";
 
+/// An installed stand-in agent: where it records, and the variables that make agentpack launch it.
+struct Standin {
+    record: PathBuf,
+    path_variable: &'static str,
+    path: String,
+    record_text: String,
+}
+
+impl Standin {
+    /// `<path_variable>=<the stand-in>` and `STANDIN_RECORD=<the record>`.
+    fn env(&self) -> [(&str, &str); 2] {
+        [
+            (self.path_variable, self.path.as_str()),
+            ("STANDIN_RECORD", self.record_text.as_str()),
+        ]
+    }
+}
+
 impl World {
-    /// Installs a stand-in for `binary` and returns (the override variable and path, the record).
-    fn standin(&self, binary: &str) -> (PathBuf, PathBuf) {
-        use std::os::unix::fs::PermissionsExt as _;
+    /// Installs a stand-in for `binary`, launched through `path_variable` (`CLAUDE_PATH`...).
+    fn standin(&self, binary: &str, path_variable: &'static str) -> Standin {
         let root = self.home.project.parent().unwrap();
-        let bin = root.join("bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        let path = bin.join(binary);
-        std::fs::write(&path, STANDIN).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        (path, root.join(format!("record-{binary}")))
+        let path = root.join("bin").join(binary);
+        write_executable(&path, STANDIN);
+        let record = root.join(format!("record-{binary}"));
+        Standin {
+            path: path.to_string_lossy().into_owned(),
+            record_text: record.to_string_lossy().into_owned(),
+            record,
+            path_variable,
+        }
     }
 }
 
@@ -350,15 +378,11 @@ fn opencode_gets_the_lsp_tool_variable_unless_already_set() {
     let staged = std::fs::read_to_string(world.staged().join("opencode/opencode.json")).unwrap();
     assert!(staged.contains("gopls"), "{staged}");
 
-    let (opencode, record) = world.standin("opencode");
-    let opencode = opencode.to_string_lossy().into_owned();
-    let record_text = record.to_string_lossy().into_owned();
-    let env = [
-        ("OPENCODE_PATH", opencode.as_str()),
-        ("STANDIN_RECORD", record_text.as_str()),
-    ];
+    let opencode = world.standin("opencode", "OPENCODE_PATH");
+    let record = &opencode.record;
+    let env = opencode.env();
     world.ok_with(&["opencode"], &env);
-    let seen = recorded(&record, "env");
+    let seen = recorded(record, "env");
     assert!(
         seen.lines()
             .any(|line| line == "OPENCODE_EXPERIMENTAL_LSP_TOOL=true"),
@@ -368,7 +392,7 @@ fn opencode_gets_the_lsp_tool_variable_unless_already_set() {
     let mut own = env.to_vec();
     own.push(("OPENCODE_EXPERIMENTAL_LSP_TOOL", "false"));
     world.ok_with(&["opencode"], &own);
-    let seen = recorded(&record, "env");
+    let seen = recorded(record, "env");
     assert!(
         seen.lines()
             .any(|line| line == "OPENCODE_EXPERIMENTAL_LSP_TOOL=false"),
@@ -379,12 +403,8 @@ fn opencode_gets_the_lsp_tool_variable_unless_already_set() {
 #[test]
 fn rollback_stays_selected_and_a_launch_uses_it() {
     let world = World::new();
-    let one = world.github.repo("acme", "one");
-    skill(&one, "", "one");
-    one.commit("one");
-    let two = world.github.repo("acme", "two");
-    skill(&two, "", "two");
-    two.commit("two");
+    world.skill_repo("one", "one");
+    world.skill_repo("two", "two");
     world.init();
     world.ok(&["add", "acme/one"]);
     let first = std::fs::read_link(world.staged()).unwrap();
@@ -395,36 +415,24 @@ fn rollback_stays_selected_and_a_launch_uses_it() {
     world.ok(&["rollback"]);
     assert_eq!(std::fs::read_link(world.staged()).unwrap(), first);
 
-    let (claude, record) = world.standin("claude");
-    let claude = claude.to_string_lossy().into_owned();
-    let record_text = record.to_string_lossy().into_owned();
-    let env = [
-        ("CLAUDE_PATH", claude.as_str()),
-        ("STANDIN_RECORD", record_text.as_str()),
-    ];
+    let claude = world.standin("claude", "CLAUDE_PATH");
+    let record = &claude.record;
+    let env = claude.env();
     // The launch uses the rolled-back generation, and says so.
     let (_, said) = world.ok_with(&["claude"], &env);
     assert_eq!(std::fs::read_link(world.staged()).unwrap(), first, "{said}");
     assert!(
-        recorded(&record, "args").contains(&first.to_string_lossy().into_owned()),
+        recorded(record, "args").contains(&first.to_string_lossy().into_owned()),
         "{}",
-        recorded(&record, "args")
+        recorded(record, "args")
     );
     assert_eq!(said.matches("rolled back").count(), 1, "{said}");
     // Once: the next launches use it without saying so again.
     let (_, said) = world.ok_with(&["claude"], &env);
     assert!(!said.contains("rolled back"), "{said}");
     assert_eq!(std::fs::read_link(world.staged()).unwrap(), first);
-    let (codex, codex_record) = world.standin("codex");
-    let codex = codex.to_string_lossy().into_owned();
-    let codex_record_text = codex_record.to_string_lossy().into_owned();
-    let (_, said) = world.ok_with(
-        &["codex"],
-        &[
-            ("CODEX_PATH", codex.as_str()),
-            ("STANDIN_RECORD", codex_record_text.as_str()),
-        ],
-    );
+    let codex = world.standin("codex", "CODEX_PATH");
+    let (_, said) = world.ok_with(&["codex"], &codex.env());
     assert!(!said.contains("rolled back"), "{said}");
     assert_eq!(std::fs::read_link(world.staged()).unwrap(), first);
 
@@ -451,9 +459,7 @@ fn rollback_stays_selected_and_a_launch_uses_it() {
 #[test]
 fn eject_output_never_becomes_an_input() {
     let world = World::new();
-    let repo = world.github.repo("acme", "skills");
-    skill(&repo, "", "demo");
-    repo.commit("one");
+    world.skill_repo("skills", "demo");
     world.init();
     world.ok(&["add", "acme/skills"]);
     let before = std::fs::read_link(world.staged()).unwrap();
@@ -514,9 +520,7 @@ fn reads_print_what_they_wrote_and_lock_needs_nothing_it_has() {
             .field("bin", serde_json::json!({"demo-mcp": "cli.js"}))
             .file("cli.js", "#!/usr/bin/env node\n", true),
     );
-    let repo = world.github.repo("acme", "skills");
-    skill(&repo, "", "demo");
-    repo.commit("one");
+    world.skill_repo("skills", "demo");
     world.write(
         "agentpack.toml",
         "name = \"demo\"\nversion = \"0.0.1\"\n\n[dependencies]\n\"github.com/acme/skills\" = \"main\"\n\n[mcp.servers.demo]\ncommand = \"npx\"\nargs = [\"-y\", \"@demo/mcp@1.1.0\"]\n\n[mcp.servers.other]\ncommand = \"npx\"\nargs = [\"-y\", \"@demo/mcp\"]\n",

@@ -9,49 +9,9 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
-use agentpack_test_support::{copy_dir, write, IsolatedHome};
+use agentpack_test_support::{copy_dir, tree_digest, write, IsolatedHome};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
-
-/// A digest of every entry under `roots`: relative path, type, permission bits, file bytes and
-/// symlink targets (links are not followed). Modification times are left out; access times too.
-fn tree_digest(roots: &[&Path]) -> String {
-    let mut digest = Sha256::new();
-    for root in roots {
-        digest.update(format!("root {}\n", root.display()));
-        let mut pending = vec![root.to_path_buf()];
-        let mut lines = Vec::new();
-        while let Some(path) = pending.pop() {
-            let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                lines.push(format!("absent {}", path.display()));
-                continue;
-            };
-            let relative = path.strip_prefix(root).unwrap().display().to_string();
-            let mode = meta.permissions().mode() & 0o7777;
-            if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(&path).unwrap();
-                lines.push(format!("l {relative} {mode:o} -> {}", target.display()));
-            } else if meta.is_dir() {
-                lines.push(format!("d {relative} {mode:o}"));
-                for entry in std::fs::read_dir(&path).unwrap() {
-                    pending.push(entry.unwrap().path());
-                }
-            } else {
-                let bytes = std::fs::read(&path).unwrap();
-                lines.push(format!(
-                    "f {relative} {mode:o} {}",
-                    hex::encode(Sha256::digest(&bytes))
-                ));
-            }
-        }
-        lines.sort();
-        for line in lines {
-            digest.update(line.as_bytes());
-            digest.update(b"\n");
-        }
-    }
-    hex::encode(digest.finalize())
-}
 
 struct Fixture {
     home: IsolatedHome,

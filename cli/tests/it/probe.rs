@@ -9,13 +9,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // test code; skips are printed
 
-use agentpack_test_support::{agents_bin, write, write_executable, IsolatedHome};
+use agentpack_test_support::{agents_bin, tree_digest, write, write_executable, IsolatedHome};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use serde_json::{json, Value};
-use sha2::{Digest as _, Sha256};
 
 const SENTINEL: &str = "probe-sentinel-7f3a";
 
@@ -56,6 +55,18 @@ impl Fixture {
         fixture.ok(&["init", "--name", "probe-fixture"]);
         fixture.ok(&["add", fixture.package.to_str().unwrap(), "--no-sync"]);
         fixture.ok(&["sync"]);
+        fixture
+    }
+
+    /// [`Fixture::synced`], with the pinned real clients in `agents` first on every run's `PATH`.
+    fn synced_with_agents(agents: &Path) -> Self {
+        let mut fixture = Self::synced();
+        let path = format!(
+            "{}:{}",
+            agents.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        fixture.envs.push(("PATH".to_owned(), path));
         fixture
     }
 
@@ -160,51 +171,13 @@ fn observed(receipt: &Value, category: &str, name: &str) -> Option<Value> {
         .cloned()
 }
 
-/// A digest of every entry under `root`: paths, types, modes, bytes and link targets.
-fn tree_digest(root: &Path) -> String {
-    let mut lines = Vec::new();
-    let mut pending = vec![root.to_path_buf()];
-    while let Some(path) = pending.pop() {
-        let meta = std::fs::symlink_metadata(&path).unwrap();
-        let relative = path.strip_prefix(root).unwrap().display().to_string();
-        let mode = meta.permissions().mode() & 0o7777;
-        if meta.file_type().is_symlink() {
-            lines.push(format!(
-                "l {relative} {mode:o} {:?}",
-                std::fs::read_link(&path).unwrap()
-            ));
-        } else if meta.is_dir() {
-            lines.push(format!("d {relative} {mode:o}"));
-            for entry in std::fs::read_dir(&path).unwrap() {
-                pending.push(entry.unwrap().path());
-            }
-        } else {
-            let bytes = std::fs::read(&path).unwrap();
-            lines.push(format!(
-                "f {relative} {mode:o} {}",
-                hex::encode(Sha256::digest(&bytes))
-            ));
-        }
-    }
-    lines.sort();
-    hex::encode(Sha256::digest(lines.join("\n").as_bytes()))
-}
-
 #[test]
 fn the_real_clients_observe_the_sentinel_and_an_old_receipt_goes_stale() {
     let Some(bin) = agents_bin() else { return };
     let _one_at_a_time = agentpack_test_support::one_timed_client_run();
-    let mut fixture = Fixture::synced();
-    fixture.envs.push((
-        "PATH".to_owned(),
-        format!(
-            "{}:{}",
-            bin.display(),
-            std::env::var("PATH").unwrap_or_default()
-        ),
-    ));
+    let fixture = Fixture::synced_with_agents(&bin);
     fixture.contract();
-    let checkout = tree_digest(&fixture.home.project);
+    let checkout = tree_digest(&[&fixture.home.project]);
 
     let started = std::time::Instant::now();
     let (code, claude) = fixture.probe("claude");
@@ -308,7 +281,7 @@ fn the_real_clients_observe_the_sentinel_and_an_old_receipt_goes_stale() {
         assert_eq!(outcome["evidence"], "observed");
     }
     assert_eq!(
-        tree_digest(&fixture.home.project),
+        tree_digest(&[&fixture.home.project]),
         checkout,
         "probes change nothing in the checkout"
     );
@@ -356,7 +329,7 @@ fn the_real_clients_observe_the_sentinel_and_an_old_receipt_goes_stale() {
         serde_json::to_vec(&json!({"schema_version": 1, "requirements": requirements})).unwrap(),
     )
     .unwrap();
-    let checkout = tree_digest(&fixture.home.project);
+    let checkout = tree_digest(&[&fixture.home.project]);
     for agent in ["claude", "codex", "opencode"] {
         let (code, receipt) = fixture.probe(agent);
         assert_eq!(code, 0, "{receipt:#}");
@@ -387,7 +360,7 @@ fn the_real_clients_observe_the_sentinel_and_an_old_receipt_goes_stale() {
         assert_eq!(steady["evidence"], "observed");
     }
     assert_eq!(
-        tree_digest(&fixture.home.project),
+        tree_digest(&[&fixture.home.project]),
         checkout,
         "the checkout is unchanged"
     );
@@ -876,15 +849,7 @@ fn the_codex_settings_are_ones_the_pinned_codex_parses() {
 fn the_codex_workspace_session_records_which_copy_wins() {
     let Some(bin) = agents_bin() else { return };
     let _one_at_a_time = agentpack_test_support::one_timed_client_run();
-    let mut fixture = Fixture::synced();
-    fixture.envs.push((
-        "PATH".to_owned(),
-        format!(
-            "{}:{}",
-            bin.display(),
-            std::env::var("PATH").unwrap_or_default()
-        ),
-    ));
+    let fixture = Fixture::synced_with_agents(&bin);
     // The checkout provides its own `steady`, which a session started there lists too.
     write(
         &fixture.home.project.join(".codex/skills/steady/SKILL.md"),
@@ -904,7 +869,7 @@ fn the_codex_workspace_session_records_which_copy_wins() {
         .unwrap(),
     )
     .unwrap();
-    let checkout = tree_digest(&fixture.home.project);
+    let checkout = tree_digest(&[&fixture.home.project]);
     let (code, codex) = fixture.probe("codex");
     assert_eq!(code, 0, "{codex:#}");
     assert_eq!(
@@ -943,7 +908,7 @@ fn the_codex_workspace_session_records_which_copy_wins() {
     );
     assert_eq!(status("steady-wins"), Some(json!("violated")), "{report:#}");
     assert_eq!(
-        tree_digest(&fixture.home.project),
+        tree_digest(&[&fixture.home.project]),
         checkout,
         "the checkout is unchanged"
     );

@@ -375,7 +375,7 @@ fn a_plain_sync_restores_a_damaged_github_package_from_the_kept_snapshot_offline
     std::fs::rename(&forged, copy.join("SKILL.md")).unwrap();
     std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o555)).unwrap();
 
-    // GitHub unreachable: the kept snapshot (re-hashed first) is the verified source. (The no-op
+    // GitHub unreachable: the kept snapshot (its archive checked against its digest) is the verified source. (The no-op
     // fast path does not hash packages; `--verify-only` finds the damage and drops it.)
     fails_with_damage(&home);
     let output = run(&home, &["sync"]);

@@ -27,7 +27,8 @@ use crate::agent::Agent;
 /// What a fingerprint is computed over.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FingerprintInputs {
-    pub agent: Agent,
+    /// The launcher's agent; `None` for a bare sync's fingerprint (every agent).
+    pub agent: Option<Agent>,
     pub mode: String,
     pub manifest: PathBuf,
     pub lock: PathBuf,
@@ -44,8 +45,6 @@ pub struct FingerprintInputs {
 /// What [`compute_extended`] covers beyond [`FingerprintInputs`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExtraInputs {
-    /// The fingerprint is a bare sync's (every agent), not one launcher's: `agent` is left out.
-    pub all_agents: bool,
     /// Mutable directories a sync copies packages from (path packages, `local/` mirrors): walked.
     pub source_dirs: Vec<PathBuf>,
     /// Files whose bytes change what is staged (eject's record of the files it wrote).
@@ -210,10 +209,9 @@ pub fn compute(inputs: &FingerprintInputs) -> String {
 pub fn compute_extended(inputs: &FingerprintInputs, extra: &ExtraInputs) -> String {
     let mut hasher = Sha256::new();
     field(&mut hasher, b"agentpack-launch-fingerprint-v2");
-    if extra.all_agents {
-        field(&mut hasher, b"all agents");
-    } else {
-        field(&mut hasher, inputs.agent.as_str().as_bytes());
+    match inputs.agent {
+        Some(agent) => field(&mut hasher, agent.as_str().as_bytes()),
+        None => field(&mut hasher, b"all agents"),
     }
     field(&mut hasher, inputs.mode.as_bytes());
     for toggle in &inputs.toggles {
@@ -269,7 +267,7 @@ mod tests {
         fs::write(root.join("cache-entry/file"), "abc").unwrap();
         fs::create_dir_all(root.join("gen")).unwrap();
         let inputs = FingerprintInputs {
-            agent: Agent::Claude,
+            agent: Some(Agent::Claude),
             mode: "default".into(),
             manifest: root.join("agentpack.toml"),
             lock: root.join("pack.lock"),
@@ -281,7 +279,7 @@ mod tests {
         let first = compute(&inputs);
         assert_eq!(first, compute(&inputs));
         let mut other = inputs.clone();
-        other.agent = Agent::Codex;
+        other.agent = Some(Agent::Codex);
         assert_ne!(first, compute(&other));
         let mut other = inputs.clone();
         other.mode = "writing".into();
@@ -310,7 +308,7 @@ mod tests {
         fs::create_dir_all(root.join("src")).unwrap();
         fs::write(root.join("src/SKILL.md"), "s").unwrap();
         let inputs = FingerprintInputs {
-            agent: Agent::Claude,
+            agent: None,
             mode: "default".into(),
             manifest: root.join("agentpack.toml"),
             lock: root.join("pack.lock"),
@@ -320,7 +318,6 @@ mod tests {
             toggles: vec![],
         };
         let extra = ExtraInputs {
-            all_agents: true,
             source_dirs: vec![root.join("src")],
             files: vec![root.join("eject.json")],
         };
@@ -329,6 +326,15 @@ mod tests {
             first,
             compute(&inputs),
             "a sync's fingerprint is not a launch's"
+        );
+        let launch = FingerprintInputs {
+            agent: Some(Agent::Claude),
+            ..inputs.clone()
+        };
+        assert_ne!(
+            first,
+            compute_extended(&launch, &extra),
+            "a sync's fingerprint is not a launcher's over the same inputs"
         );
         // In place inside the immutable store path: not read, by design.
         fs::write(root.join("cache/store/v1/aaaa-pkg/SKILL.md"), "tampered").unwrap();

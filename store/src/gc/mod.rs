@@ -502,6 +502,12 @@ pub fn gc(store: &Store, options: GcOptions) -> Result<GcReport> {
             continue;
         };
         let Some(stem) = file_name.strip_suffix(".json") else {
+            // The temp file of an interrupted metadata rewrite.
+            if file_name.starts_with(crate::meta::META_TEMP_PREFIX)
+                && sweep.remove_file("leftover", &entry.path())
+            {
+                sweep.report.leftovers_removed += 1;
+            }
             continue;
         };
         let orphan = match stem.parse::<StorePathName>() {
@@ -631,4 +637,29 @@ pub(crate) fn list_store_paths(store: &Store) -> Result<BTreeSet<StorePathName>>
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::StoreOptions;
+
+    #[test]
+    fn the_temp_file_of_an_interrupted_metadata_rewrite_is_a_leftover() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("cache"), StoreOptions::default()).unwrap();
+        let meta_dir = store.dir.join(META);
+        let temp = meta_dir.join(fsutil::unique_name(crate::meta::META_TEMP_PREFIX));
+        std::fs::write(&temp, b"{\"partial").unwrap();
+        let options = GcOptions {
+            dry_run: false,
+            keep_generations: 1,
+            older_than: None,
+        };
+        let report = gc(&store, options).unwrap();
+        assert_eq!(report.leftovers_removed, 1, "{report:?}");
+        assert!(!temp.exists());
+    }
 }

@@ -77,18 +77,47 @@ pub(crate) fn file_mode(executable: bool) -> u32 {
 /// BLAKE3 and size of a file, streamed.
 pub(crate) fn blake3_file(path: &Path) -> Result<(BlobId, u64)> {
     let mut file = fs_err::File::open(path).ctx("open", path)?;
+    hash_stream(path, &mut file, None)
+}
+
+/// Copies `src` into the new file `dst` (0600) while hashing it: its BLAKE3 and size. On failure
+/// `dst` is removed.
+fn copy_hashing(src: &Path, dst: &Path) -> Result<(BlobId, u64)> {
+    let mut from = fs_err::File::open(src).ctx("open", src)?;
+    let mut to = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(dst)
+        .ctx("create", dst)?;
+    let copied = hash_stream(src, &mut from, Some((dst, &mut to)));
+    drop(to);
+    if copied.is_err() {
+        let _ = std::fs::remove_file(dst);
+    }
+    copied
+}
+
+/// BLAKE3 and size of what `from` (reading `src`) yields, written to `to` on the way when given.
+fn hash_stream(
+    src: &Path,
+    from: &mut impl Read,
+    mut to: Option<(&Path, &mut std::fs::File)>,
+) -> Result<(BlobId, u64)> {
     let mut hasher = blake3::Hasher::new();
     let mut buffer = vec![0u8; COPY_BUFFER];
     let mut size = 0u64;
     loop {
-        let read = file.read(&mut buffer).ctx("read", path)?;
+        let read = from.read(&mut buffer).ctx("read", src)?;
         if read == 0 {
-            break;
+            return Ok((BlobId::from_hash(hasher.finalize()), size));
         }
         hasher.update(&buffer[..read]);
+        if let Some((dst, file)) = to.as_mut() {
+            file.write_all(&buffer[..read]).ctx("write", *dst)?;
+        }
         size += read as u64;
     }
-    Ok((BlobId::from_hash(hasher.finalize()), size))
 }
 
 /// `true` the first time this process reports a link-mode fallback for the store at `store_dir`: one
@@ -258,36 +287,12 @@ impl Store {
         src: &Path,
         executable: bool,
     ) -> Result<Option<(BlobId, u64)>> {
-        let mut from = fs_err::File::open(src).ctx("open", src)?;
         let temp = self.tmp_dir().join(unique_name("blob-"));
-        let mut to = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)
-            .ctx("create", &temp)?;
-        let mut hasher = blake3::Hasher::new();
-        let mut buffer = vec![0u8; COPY_BUFFER];
-        let mut size = 0u64;
-        let copied: Result<()> = (|| loop {
-            let read = from.read(&mut buffer).ctx("read", src)?;
-            if read == 0 {
-                return Ok(());
-            }
-            hasher.update(&buffer[..read]);
-            to.write_all(&buffer[..read]).ctx("write", &temp)?;
-            size += read as u64;
-        })();
-        drop(to);
-        if let Err(err) = copied {
-            let _ = std::fs::remove_file(&temp);
-            return Err(err);
-        }
+        let (id, size) = copy_hashing(src, &temp)?;
         if size == 0 {
             let _ = std::fs::remove_file(&temp);
             return Ok(None);
         }
-        let id = BlobId::from_hash(hasher.finalize());
         self.store_blob_from_temp(&temp, &id, executable)?;
         Ok(Some((id, size)))
     }
@@ -305,26 +310,7 @@ impl Store {
         if self.linker.remembered(self.dev, self.dev) != Some(LinkMethod::Hardlink) {
             return Ok(None);
         }
-        let mut from = fs_err::File::open(src).ctx("open", src)?;
-        let mut to = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(dst)
-            .ctx("create", dst)?;
-        let mut hasher = blake3::Hasher::new();
-        let mut buffer = vec![0u8; COPY_BUFFER];
-        let mut size = 0u64;
-        loop {
-            let read = from.read(&mut buffer).ctx("read", src)?;
-            if read == 0 {
-                break;
-            }
-            hasher.update(&buffer[..read]);
-            to.write_all(&buffer[..read]).ctx("write", dst)?;
-            size += read as u64;
-        }
-        drop(to);
+        let (id, size) = copy_hashing(src, dst)?;
         set_mode(dst, file_mode(exec))?;
         if size == 0 {
             return Ok(Some(Entry::File {
@@ -334,7 +320,6 @@ impl Store {
                 exec,
             }));
         }
-        let id = BlobId::from_hash(hasher.finalize());
         let blob = self.blob_path(&id, exec);
         if let Some(shard) = blob.parent() {
             self.ensure_shard(shard)?;
@@ -427,28 +412,9 @@ impl Store {
         mode_bits: u32,
         blame: Option<&Path>,
     ) -> Result<()> {
-        let mut from = fs_err::File::open(src).ctx("open", src)?;
-        let mut to = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(dst)
-            .ctx("create", dst)?;
-        let mut hasher = blake3::Hasher::new();
-        let mut buffer = vec![0u8; COPY_BUFFER];
-        let copied: Result<()> = (|| loop {
-            let read = from.read(&mut buffer).ctx("read", src)?;
-            if read == 0 {
-                return Ok(());
-            }
-            hasher.update(&buffer[..read]);
-            to.write_all(&buffer[..read]).ctx("write", dst)?;
-        })();
-        drop(to);
-        let found = BlobId::from_hash(hasher.finalize());
-        if copied.is_err() || found != *id {
+        let (found, _) = copy_hashing(src, dst)?;
+        if found != *id {
             let _ = std::fs::remove_file(dst);
-            copied?;
             let culprit = blame.unwrap_or(src);
             let error = StoreError::TamperedObject {
                 what: if blame.is_some() { "blob" } else { "file" },

@@ -186,19 +186,14 @@ impl Store {
 
     /// Turn the files a builder wrote in `out` into blob links; returns the manifest.
     pub(super) fn absorb_tree(&self, out: &Path) -> Result<Vec<Entry>> {
-        let (mut entries, files) = scan_tree(out)?;
-        let file_entries: Vec<Entry> = files
-            .par_iter()
-            .map(|(relative, path, exec)| {
+        manifest_with(
+            out,
+            |_| Ok(()),
+            |(relative, path, exec)| {
                 set_mode(path, file_mode(*exec))?;
                 let (id, size) = blake3_file(path)?;
                 if size == 0 {
-                    return Ok(Entry::File {
-                        path: relative.clone(),
-                        blob: None,
-                        size: 0,
-                        exec: *exec,
-                    });
+                    return Ok(file_entry(relative, id, 0, *exec));
                 }
                 let adopted = !self.has_blob(&id, *exec) && {
                     let temp = self.tmp_dir().join(unique_name("blob-"));
@@ -217,17 +212,9 @@ impl Store {
                         Err(err) => return Err(err),
                     }
                 }
-                Ok(Entry::File {
-                    path: relative.clone(),
-                    blob: Some(id),
-                    size,
-                    exec: *exec,
-                })
-            })
-            .collect::<Result<_>>()?;
-        entries.extend(file_entries);
-        sort_entries(&mut entries);
-        Ok(entries)
+                Ok(file_entry(relative, id, size, *exec))
+            },
+        )
     }
 
     /// Publish an input-addressed store path called `name` assembled from `plan`: files are linked from

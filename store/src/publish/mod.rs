@@ -20,7 +20,7 @@ use rayon::prelude::*;
 use crate::error::{IoContext, Result, StoreError};
 use crate::fsutil::{self, set_mode, unique_name};
 use crate::meta::{Entry, PathKind, StorePathMeta, META_VERSION};
-use crate::names::{StorePath, StorePathName};
+use crate::names::{BlobId, StorePath, StorePathName};
 use crate::store::Store;
 use crate::tree_hash::{relative_bytes, TreeHash};
 
@@ -103,10 +103,11 @@ impl Store {
                 if winner != meta.entries {
                     let mut recovered = meta;
                     recovered.entries = winner;
-                    let temp = base.join("meta-recovered.json");
-                    fs_err::write(&temp, recovered.to_bytes()).ctx("write", &temp)?;
-                    set_mode(&temp, 0o444)?;
-                    fs_err::rename(&temp, &meta_path).ctx("publish", &meta_path)?;
+                    agentpack_fs::write_file(
+                        &meta_path,
+                        &recovered.to_bytes(),
+                        &self.meta_write(),
+                    )?;
                 }
             }
             Err(err) => return Err(err),
@@ -122,22 +123,39 @@ impl Store {
 
     /// The manifest of an existing tree (hashing every file).
     pub(crate) fn manifest_of(&self, root: &Path) -> Result<Vec<Entry>> {
-        let (mut entries, files) = scan_tree(root)?;
-        let file_entries: Vec<Entry> = files
-            .par_iter()
-            .map(|(relative, path, exec)| {
+        manifest_with(
+            root,
+            |_| Ok(()),
+            |(relative, path, exec)| {
                 let (id, size) = blake3_file(path)?;
-                Ok(Entry::File {
-                    path: relative.clone(),
-                    blob: (size > 0).then_some(id),
-                    size,
-                    exec: *exec,
-                })
-            })
-            .collect::<Result<_>>()?;
-        entries.extend(file_entries);
-        sort_entries(&mut entries);
-        Ok(entries)
+                Ok(file_entry(relative, id, size, *exec))
+            },
+        )
+    }
+}
+
+/// The manifest of the tree at `root`, sorted: its directories and links as scanned (first shown to
+/// `before_files`), and each regular file as `entry_of` makes it, in parallel.
+fn manifest_with(
+    root: &Path,
+    before_files: impl FnOnce(&[Entry]) -> Result<()>,
+    entry_of: impl Fn(&ScannedFile) -> Result<Entry> + Sync + Send,
+) -> Result<Vec<Entry>> {
+    let (mut entries, files) = scan_tree(root)?;
+    before_files(&entries)?;
+    let file_entries: Vec<Entry> = files.par_iter().map(entry_of).collect::<Result<_>>()?;
+    entries.extend(file_entries);
+    sort_entries(&mut entries);
+    Ok(entries)
+}
+
+/// The manifest entry of a regular file of `size` bytes hashing to `id` (an empty file has no blob).
+fn file_entry(path: &str, id: BlobId, size: u64, exec: bool) -> Entry {
+    Entry::File {
+        path: path.to_string(),
+        blob: (size > 0).then_some(id),
+        size,
+        exec,
     }
 }
 

@@ -6,11 +6,9 @@
 
 use std::path::Path;
 
-use rayon::prelude::*;
-
 use super::*;
 use crate::error::{IoContext, Result, StoreError};
-use crate::fsutil::{self, set_mode, unique_name};
+use crate::fsutil::{self, unique_name};
 use crate::link::create_empty;
 use crate::lock::LockKind;
 use crate::meta::{Entry, PathKind};
@@ -96,10 +94,7 @@ impl Store {
                     crate::verify::replace_store_path(self, &out, existing.path())?;
                     let meta = new_meta(&name, PathKind::Package, Some(actual), &[], entries);
                     let meta_path = self.meta_path(name.as_str());
-                    let temp = base.join("meta.json");
-                    fs_err::write(&temp, meta.to_bytes()).ctx("write", &temp)?;
-                    set_mode(&temp, 0o444)?;
-                    fs_err::rename(&temp, &meta_path).ctx("publish", &meta_path)?;
+                    agentpack_fs::write_file(&meta_path, &meta.to_bytes(), &self.meta_write())?;
                 }
                 return Ok(existing);
             }
@@ -201,65 +196,47 @@ impl Store {
     /// Copy the tree at `src` into `out`, files through blobs. Returns the manifest.
     pub(super) fn import_tree(&self, src: &Path, out: &Path) -> Result<Vec<Entry>> {
         fs_err::create_dir(out).ctx("create", out)?;
-        let (entries, scanned) = scan_tree(src)?;
-        // Walk order puts every directory before what it holds.
-        for entry in &entries {
-            let dst = out.join(entry.path());
-            match entry {
-                Entry::Dir { .. } => fs_err::create_dir(&dst).ctx("create", &dst)?,
-                Entry::Link { target, .. } => {
-                    std::os::unix::fs::symlink(target, &dst).ctx("create link", &dst)?;
+        manifest_with(
+            src,
+            |entries| {
+                // Walk order puts every directory before what it holds.
+                for entry in entries {
+                    let dst = out.join(entry.path());
+                    match entry {
+                        Entry::Dir { .. } => fs_err::create_dir(&dst).ctx("create", &dst)?,
+                        Entry::Link { target, .. } => {
+                            std::os::unix::fs::symlink(target, &dst).ctx("create link", &dst)?;
+                        }
+                        Entry::File { .. } => {}
+                    }
                 }
-                Entry::File { .. } => {}
-            }
-        }
-        let mut entries = entries;
-        let files: Vec<_> = scanned
-            .into_iter()
-            .map(|(relative, source, exec)| {
-                let dst = out.join(&relative);
-                (relative, source, dst, exec)
-            })
-            .collect();
-        let file_entries: Vec<Entry> = files
-            .par_iter()
-            .map(|(relative, source, dst, exec)| {
-                if let Some(entry) = self.import_file_hardlinked(source, dst, relative, *exec)? {
+                Ok(())
+            },
+            |(relative, source, exec)| {
+                let dst = out.join(relative);
+                if let Some(entry) = self.import_file_hardlinked(source, &dst, relative, *exec)? {
                     return Ok(entry);
                 }
-                let imported = self.import_file_locked(source, *exec)?;
-                match imported {
-                    None => {
-                        create_empty(dst, file_mode(*exec))?;
-                        Ok(Entry::File {
-                            path: relative.clone(),
-                            blob: None,
-                            size: 0,
-                            exec: *exec,
-                        })
-                    }
-                    Some((id, size)) => {
-                        if let Err(err) = self.link_blob(&id, *exec, dst) {
-                            let StoreError::TamperedObject { .. } = err else {
-                                return Err(err);
-                            };
-                            // The blob of that name lies (another user's, or changed in place):
-                            // copy the source, checked; an own blob is restored from the copy.
-                            self.copy_verified(source, dst, &id, file_mode(*exec), None)?;
-                            self.restore_blob_from(&id, *exec, dst);
-                        }
-                        Ok(Entry::File {
-                            path: relative.clone(),
-                            blob: Some(id),
-                            size,
-                            exec: *exec,
-                        })
-                    }
+                let Some((id, size)) = self.import_file_locked(source, *exec)? else {
+                    create_empty(&dst, file_mode(*exec))?;
+                    return Ok(Entry::File {
+                        path: relative.clone(),
+                        blob: None,
+                        size: 0,
+                        exec: *exec,
+                    });
+                };
+                if let Err(err) = self.link_blob(&id, *exec, &dst) {
+                    let StoreError::TamperedObject { .. } = err else {
+                        return Err(err);
+                    };
+                    // The blob of that name lies (another user's, or changed in place):
+                    // copy the source, checked; an own blob is restored from the copy.
+                    self.copy_verified(source, &dst, &id, file_mode(*exec), None)?;
+                    self.restore_blob_from(&id, *exec, &dst);
                 }
-            })
-            .collect::<Result<_>>()?;
-        entries.extend(file_entries);
-        sort_entries(&mut entries);
-        Ok(entries)
+                Ok(file_entry(relative, id, size, *exec))
+            },
+        )
     }
 }

@@ -356,7 +356,7 @@ pub fn verify(store: &Store, options: VerifyOptions) -> Result<VerifyReport> {
         let mut meta = new_meta(&name, PathKind::Recovered, tree_hash, &[], entries);
         meta.references = Vec::new();
         let meta_path = store.meta_path(name.as_str());
-        agentpack_fs::write_file(&meta_path, &meta.to_bytes(), &crate::meta::META_WRITE)?;
+        agentpack_fs::write_file(&meta_path, &meta.to_bytes(), &store.meta_write())?;
         report
             .repaired
             .push(format!("store path {name}: metadata regenerated"));

@@ -1,11 +1,13 @@
 //! The small file helpers every suite repeated: write a file with its parents, an executable
 //! script, a copied tree, a skill's `SKILL.md`, a fixture plugin, and where the workspace's example
-//! packages are.
+//! packages are, and a digest of trees to show a command changed nothing in them.
 //!
 //! Test-only: they panic on failure (a failed setup is a failed test).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+use sha2::{Digest as _, Sha256};
 
 /// Writes `text` at `path`, creating the parent directories.
 pub fn write<T: AsRef<[u8]> + ?Sized>(path: &Path, text: &T) {
@@ -66,4 +68,44 @@ pub fn demo_plugin(root: &Path, description: &str) {
         &root.join("skills/demo-skill/SKILL.md"),
         &format!("---\nname: demo-skill\ndescription: {description}\n---\nSay DEMO.\n"),
     );
+}
+
+/// A digest of every entry under `roots`: relative path, type, permission bits, file bytes and
+/// symlink targets (links are not followed). Modification times are left out; access times too.
+pub fn tree_digest(roots: &[&Path]) -> String {
+    let mut digest = Sha256::new();
+    for root in roots {
+        digest.update(format!("root {}\n", root.display()));
+        let mut pending = vec![root.to_path_buf()];
+        let mut lines = Vec::new();
+        while let Some(path) = pending.pop() {
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                lines.push(format!("absent {}", path.display()));
+                continue;
+            };
+            let relative = path.strip_prefix(root).unwrap().display().to_string();
+            let mode = meta.permissions().mode() & 0o7777;
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path).unwrap();
+                lines.push(format!("l {relative} {mode:o} -> {}", target.display()));
+            } else if meta.is_dir() {
+                lines.push(format!("d {relative} {mode:o}"));
+                for entry in std::fs::read_dir(&path).unwrap() {
+                    pending.push(entry.unwrap().path());
+                }
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                lines.push(format!(
+                    "f {relative} {mode:o} {:x}",
+                    Sha256::digest(&bytes)
+                ));
+            }
+        }
+        lines.sort();
+        for line in lines {
+            digest.update(line.as_bytes());
+            digest.update(b"\n");
+        }
+    }
+    format!("{:x}", digest.finalize())
 }

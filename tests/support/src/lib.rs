@@ -7,7 +7,7 @@
 //! - [`IsolatedHome`]: run the `agentpack` binary with a private home and the fake GitHub.
 //! - [`Project`], [`Run`]: the `run`/`ok`/`fails` runner of the binary-level suites.
 //! - [`files`]: `write`, `write_in`, `write_executable`, `copy_dir`, `skill_md`, `demo_plugin`,
-//!   `examples_dir`.
+//!   `examples_dir`, `tree_digest`.
 //! - [`agents_bin`]: the pinned real agent clients (skip outside CI, fail in CI when missing).
 //! - [`skip`]: the one way a test skips what its environment lacks (a failure under CI).
 //!
@@ -19,6 +19,7 @@ pub mod fake_github;
 pub mod files;
 pub mod git_repo;
 pub mod hostile_server;
+mod http_serving;
 pub mod isolated;
 pub mod npm_registry;
 pub mod pinned_agents;
@@ -29,7 +30,9 @@ pub mod skip;
 pub mod users;
 
 pub use fake_github::{Endpoint, FakeGitHub};
-pub use files::{copy_dir, demo_plugin, examples_dir, skill_md, write, write_executable, write_in};
+pub use files::{
+    copy_dir, demo_plugin, examples_dir, skill_md, tree_digest, write, write_executable, write_in,
+};
 pub use git_repo::{git, TestRepo};
 pub use isolated::IsolatedHome;
 pub use npm_registry::{NpmPackage, NpmRegistry};

@@ -9,13 +9,13 @@
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha512};
 use tiny_http::{Header, Response, Server};
+
+use crate::http_serving::Serving;
 
 /// One package version to publish.
 #[derive(Debug, Clone)]
@@ -140,9 +140,7 @@ struct State {
 /// The registry; see the module docs.
 pub struct NpmRegistry {
     state: Arc<Mutex<State>>,
-    server: Arc<Server>,
-    workers: Vec<JoinHandle<()>>,
-    stopping: Arc<AtomicBool>,
+    _serving: Serving,
     port: u16,
 }
 
@@ -155,29 +153,16 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 impl NpmRegistry {
     /// Starts an empty registry on a random port of 127.0.0.1.
     pub fn start() -> NpmRegistry {
-        let server = Arc::new(Server::http("127.0.0.1:0").unwrap());
+        let server = Server::http("127.0.0.1:0").unwrap();
         let port = server.server_addr().to_ip().unwrap().port();
         let state = Arc::new(Mutex::new(State::default()));
-        let stopping = Arc::new(AtomicBool::new(false));
-        let workers = (0..4)
-            .map(|_| {
-                let server = Arc::clone(&server);
-                let state = Arc::clone(&state);
-                let stopping = Arc::clone(&stopping);
-                std::thread::spawn(move || loop {
-                    match server.recv() {
-                        Ok(request) => handle(&state, port, request),
-                        Err(_) if stopping.load(Ordering::SeqCst) => break,
-                        Err(_) => continue,
-                    }
-                })
-            })
-            .collect();
+        let serving = Serving::start(server, {
+            let state = Arc::clone(&state);
+            move |request| handle(&state, port, request)
+        });
         NpmRegistry {
             state,
-            server,
-            workers,
-            stopping,
+            _serving: serving,
             port,
         }
     }
@@ -283,19 +268,6 @@ impl NpmRegistry {
             .iter()
             .filter(|p| p.ends_with(".tgz"))
             .count()
-    }
-}
-
-impl Drop for NpmRegistry {
-    fn drop(&mut self) {
-        self.stopping.store(true, Ordering::SeqCst);
-        self.server.unblock();
-        for _ in 0..self.workers.len() {
-            self.server.unblock();
-        }
-        for worker in self.workers.drain(..) {
-            let _ = worker.join();
-        }
     }
 }
 

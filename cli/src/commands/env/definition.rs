@@ -64,17 +64,12 @@ impl DefinitionFiles {
     /// are removed again.
     fn write_new_into(&self, dir: &Path) -> Result<()> {
         let mut written = Vec::new();
+        // Flushed file by file; the directory is renamed into place afterwards.
+        let options =
+            agentpack_fs::WriteOptions::shared_file().durability(agentpack_fs::Durability::File);
         for (name, bytes) in self.named() {
             let path = dir.join(name);
-            let result = fs_err::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-                .and_then(|mut file| {
-                    std::io::Write::write_all(&mut file, bytes)?;
-                    file.sync_all()
-                });
-            if let Err(err) = result {
+            if let Err(err) = agentpack_fs::write_new_file(&path, bytes, &options) {
                 for path in &written {
                     let _ = fs_err::remove_file(path);
                 }

@@ -134,7 +134,7 @@ pub fn run_restore(ctx: &Context) -> Result<ExitCode> {
             project.lock_path.display()
         );
     }
-    let staged = stage::stage_frozen(ctx, &project, &session, &outcome)?;
+    let staged = stage::stage_resolved(ctx, &project, &session, &outcome)?;
     if ctx.json {
         output::json(&serde_json::json!({
             "mode": mode,

@@ -43,7 +43,7 @@ pub fn installed() -> Vec<Agent> {
         .into_iter()
         .filter(|agent| {
             !matches!(
-                super::client_program(*agent),
+                crate::env::agent_binary(*agent),
                 Err(LaunchError::NotInstalled { .. })
             )
         })

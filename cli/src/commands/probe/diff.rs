@@ -271,16 +271,15 @@ pub fn diff(a: &Value, b: &Value) -> ReceiptDiff {
         &["category", "scope", "name"],
     )
     .into_iter()
-    .map(|(change, mut key, properties)| {
-        key.truncate(3);
-        let name = key.pop().unwrap_or_default();
-        let scope = key.pop().unwrap_or_default();
-        let category = key.pop().unwrap_or_default();
+    .map(|(change, key, properties)| {
+        let mut key = key.into_iter();
+        let mut next = || key.next().unwrap_or_default();
+        // Fields are evaluated in the order written: the key's order.
         ArtifactDelta {
             change,
-            category,
-            scope,
-            name,
+            category: next(),
+            scope: next(),
+            name: next(),
             properties,
         }
     })
@@ -293,14 +292,13 @@ pub fn diff(a: &Value, b: &Value) -> ReceiptDiff {
         &["event", "name"],
     )
     .into_iter()
-    .map(|(change, mut key, properties)| {
-        key.truncate(2);
-        let name = key.pop().unwrap_or_default();
-        let event = key.pop().unwrap_or_default();
+    .map(|(change, key, properties)| {
+        let mut key = key.into_iter();
+        let mut next = || key.next().unwrap_or_default();
         HookDelta {
             change,
-            event,
-            name,
+            event: next(),
+            name: next(),
             properties,
         }
     })

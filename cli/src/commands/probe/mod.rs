@@ -1,30 +1,25 @@
 //! `agentpack probe --agent claude|codex|opencode`: runs the real client against what the mode's
 //! generation staged and writes a receipt of what the client itself lists.
 //!
-//! OpenCode: `debug skill` sampled [`OPENCODE_SKILL_SAMPLES`] times (or
-//! `AGENTPACK_PROBE_OPENCODE_SAMPLES`), `debug config` and `debug agent NAME` per staged agent,
-//! a bounded number at once ([`sampling`]), each within the per-call timeout and all within the
-//! total, with a disposable home and `OPENCODE_CONFIG_DIR` a regular-file copy of the staged
-//! OpenCode tree (controlled projection, outside the checkout). [`all`] probes every installed
-//! agent at once (`probe --all`, `sync --probe`). Claude Code: the print-mode `init` event of a
-//! session started in the checkout (workspace session), with the staged bundle as `--plugin-dir`,
-//! a dummy key and `ANTHROPIC_BASE_URL` at a closed port on 127.0.0.1, stopped as soon as the init
-//! event is read; then `plugin validate --json` and `plugin details` of the bundle ([`details`];
-//! controlled projection, the catalog's `other_scopes` and `properties`). Codex: `debug
-//! prompt-input` with [`CODEX_SETTINGS`] and a disposable `HOME`/`CODEX_HOME` holding a
-//! regular-file copy of the staged Codex home, outside the checkout (controlled projection), then
-//! the same in the checkout (workspace session, `other_scopes`). It never stages (a missing staged
-//! tree is an error naming `agentpack sync`), never makes a model request, never reads the user's
-//! own agent configuration (the client's HOME is a disposable directory), and takes no project
-//! lock. Every receipt is bound to a policy (`--policy`, `local` when not given) and records the
-//! agent's capability revision.
+//! This module owns what every probe shares: the staged tree and identities, the client's digest,
+//! the time limits, the disposable directories ([`ProbeEnv`]), the status and the receipt. The
+//! runs of each client are in [`claude`] (workspace session, then the bundle's `plugin validate`
+//! and `plugin details`), [`codex`] (controlled projection, then the workspace session) and
+//! [`opencode`] (controlled projection, sampled); [`all`] probes every installed agent at once
+//! (`probe --all`, `sync --probe`). It never stages (a missing staged tree is an error naming
+//! `agentpack sync`), never makes a model request, never reads the user's own agent configuration
+//! (the client's HOME is a disposable directory), and takes no project lock. Every receipt is bound
+//! to a policy (`--policy`, `local` when not given) and records the agent's capability revision.
 //!
 //! Exit codes: 0 the probe observed a catalog, 4 the client's version is not one the parser was
 //! validated on, 5 the client failed, hung or printed something the parser does not read.
 
 pub mod all;
+mod claude;
+mod codex;
 pub mod details;
 pub mod diff;
+mod opencode;
 pub mod parse;
 pub mod process;
 pub mod sampling;
@@ -103,18 +98,6 @@ fn status_exit(status: &str) -> u8 {
         "unknown" => 4,
         _ => 5,
     }
-}
-
-/// The executable a probe of `agent` runs, found like the launchers find it (its `*_PATH`
-/// override, then `PATH`).
-pub(crate) fn client_program(
-    agent: Agent,
-) -> Result<PathBuf, agentpack_harness::launch::command::LaunchError> {
-    agentpack_harness::launch::command::resolve_binary(
-        agent,
-        std::env::var_os(agentpack_harness::launch::command::path_override_var(agent)).as_deref(),
-        std::env::var_os("PATH").as_deref(),
-    )
 }
 
 /// One probe's receipt, where it was written, and the artifacts of the staged tree the client
@@ -224,247 +207,50 @@ pub fn probe_agent(
             contract_bytes.as_deref(),
         ));
     }
-    let program = client_program(agent)?;
+    let program = env::agent_binary(agent)?;
     // Hashed, never run for the digest: the bytes the probe then runs.
     let sha256 = {
         let mut digest = Sha256::new();
         std::io::copy(&mut fs_err::File::open(&program)?, &mut digest)?;
         format!("sha256:{}", hex::encode(digest.finalize()))
     };
-    let timeout = Duration::from_secs(match env::var(EnvVars::AGENTPACK_PROBE_TIMEOUT_SECS) {
-        None => DEFAULT_TIMEOUT_SECS,
-        Some(text) => text.trim().parse().ok().filter(|secs| *secs > 0).ok_or_else(|| {
-            anyhow::anyhow!(
-                "{} is `{text}`, not a whole number of seconds above 0\n  fix  set it to a number such as 30, or unset it",
-                EnvVars::AGENTPACK_PROBE_TIMEOUT_SECS
-            )
-        })?,
-    });
-    let total = match env::var(EnvVars::AGENTPACK_PROBE_TOTAL_TIMEOUT_SECS) {
-        None => Duration::from_secs(DEFAULT_TOTAL_TIMEOUT_SECS).max(timeout),
-        Some(text) => Duration::from_secs(text.trim().parse().ok().filter(|secs| *secs > 0).ok_or_else(|| {
-            anyhow::anyhow!(
-                "{} is `{text}`, not a whole number of seconds above 0\n  fix  set it to a number such as 300, or unset it",
-                EnvVars::AGENTPACK_PROBE_TOTAL_TIMEOUT_SECS
-            )
-        })?),
-    };
-    let deadline = std::time::Instant::now() + total;
-    let samples = opencode_samples()?;
+    let timeout = Duration::from_secs(
+        positive_secs(EnvVars::AGENTPACK_PROBE_TIMEOUT_SECS, 30)?.unwrap_or(DEFAULT_TIMEOUT_SECS),
+    );
+    let total = positive_secs(EnvVars::AGENTPACK_PROBE_TOTAL_TIMEOUT_SECS, 300)?.map_or(
+        Duration::from_secs(DEFAULT_TOTAL_TIMEOUT_SECS).max(timeout),
+        Duration::from_secs,
+    );
+    let samples = opencode::samples()?;
     let scratch = tempfile::Builder::new()
         .prefix("agentpack-probe-")
         .tempdir()
         .context("cannot create the probe's disposable home")?;
-    let home = scratch.path().join("home");
-    fs_err::create_dir_all(&home)?;
-    // A controlled projection runs outside the checkout, in an empty directory.
-    let outside = scratch.path().join("work");
-    fs_err::create_dir_all(&outside)?;
-
-    let base = |program: &Path, cwd: &Path| {
-        let mut command = Command::new(program);
-        command
-            .current_dir(cwd)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &home)
-            .env("TMPDIR", scratch.path());
-        command
+    let setup = ProbeEnv {
+        program: &program,
+        staged: &staged,
+        workspace: &project.workspace,
+        scratch: scratch.path(),
+        home: scratch.path().join("home"),
+        // A controlled projection runs outside the checkout, in an empty directory.
+        outside: scratch.path().join("work"),
+        timeout,
+        deadline: std::time::Instant::now() + total,
     };
+    fs_err::create_dir_all(&setup.home)?;
+    fs_err::create_dir_all(&setup.outside)?;
     let Some(adapter) = parse::adapter(agent) else {
         anyhow::bail!("`{agent}` cannot be probed (claude, codex, opencode)")
     };
-    let (scope, version, captured, parsed) = match adapter.client {
-        parse::Client::ClaudeInit => {
-            let bundle = agentpack_harness::launch::command::claude_bundle(&staged);
-            let mut command = base(&program, &project.workspace);
-            command
-                .args(["-p", "hi", "--output-format", "stream-json", "--verbose"])
-                .arg("--plugin-dir")
-                .arg(&bundle);
-            // The settings a launch passes, so the session is the one a launch starts.
-            if let Some(settings) = fs_err::read_to_string(bundle.join("agentpack-settings.json"))
-                .ok()
-                .as_deref()
-                .and_then(agentpack_harness::launch::command::inline_settings)
-            {
-                command.arg("--settings").arg(settings);
-            }
-            command
-                .env("ANTHROPIC_API_KEY", "sk-ant-agentpack-probe")
-                .env(
-                    "ANTHROPIC_BASE_URL",
-                    format!("http://127.0.0.1:{}", closed_port()?),
-                )
-                .env("DISABLE_AUTOUPDATER", "1")
-                .env("DISABLE_TELEMETRY", "1");
-            let mut captured = process::run(command, timeout, CAPTURE_BOUND, &init_seen)?;
-            let mut parsed = parse::claude_init(&captured.stdout);
-            let version = first_init(&captured.stdout);
-            // The controlled projection beside the session: `plugin validate` of the bundle,
-            // outside the checkout; its output joins the retained evidence.
-            if let Ok(catalog) = &mut parsed {
-                let mut validate = base(&program, &outside);
-                validate.args(["plugin", "validate", "--json"]).arg(&bundle);
-                let run = process::run(validate, timeout, CAPTURE_BOUND, &|_| false)?;
-                captured
-                    .stdout
-                    .extend_from_slice(b"\n== claude plugin validate --json\n");
-                captured.stdout.extend_from_slice(&run.stdout);
-                captured.stderr.extend_from_slice(&run.stderr);
-                if run.termination.how == "timed_out" || run.termination.truncated {
-                    captured.termination = run.termination;
-                } else {
-                    match parse::claude_validate(&run.stdout) {
-                        Ok(observed) => {
-                            let mut command = base(&program, &outside);
-                            command
-                                .arg("--plugin-dir")
-                                .arg(&bundle)
-                                .args(["plugin", "details", details::BUNDLE])
-                                .env(
-                                    "ANTHROPIC_BASE_URL",
-                                    format!("http://127.0.0.1:{}", closed_port()?),
-                                )
-                                .env("DISABLE_AUTOUPDATER", "1")
-                                .env("DISABLE_TELEMETRY", "1");
-                            let run = process::run(command, timeout, CAPTURE_BOUND, &|_| false)?;
-                            captured
-                                .stdout
-                                .extend_from_slice(b"\n== claude plugin details\n");
-                            captured.stdout.extend_from_slice(&run.stdout);
-                            captured.stderr.extend_from_slice(&run.stderr);
-                            if run.termination.how == "timed_out" || run.termination.truncated {
-                                captured.termination = run.termination;
-                            } else {
-                                match details::observe(observed, &run) {
-                                    Ok((other_scopes, property)) => {
-                                        catalog.other_scopes = other_scopes;
-                                        catalog.properties.push(property);
-                                    }
-                                    Err(failure) => parsed = Err(failure),
-                                }
-                            }
-                        }
-                        Err(failure) => parsed = Err(failure),
-                    }
-                }
-            }
-            ("workspace_session", version, captured, parsed)
-        }
-        parse::Client::CodexPromptInput => {
-            // Two regular-file copies of the staged home: the controlled projection's and the
-            // workspace session's (each run may write into its own).
-            let projection_home = scratch.path().join("codex-home");
-            copy_regular(&staged.join("codex-home"), &projection_home)?;
-            let session_home = scratch.path().join("codex-session-home");
-            copy_regular(&staged.join("codex-home"), &session_home)?;
-            let in_dir = |cwd: &Path, codex_home: &Path, args: &[&str]| {
-                let mut command = base(&program, cwd);
-                command.args(args).env("CODEX_HOME", codex_home);
-                command
-            };
-            // `debug prompt-input` takes the settings itself (`--version` is run bare).
-            let mut prompt_input = vec!["debug", "prompt-input"];
-            for setting in CODEX_SETTINGS {
-                prompt_input.extend(["-c", setting]);
-            }
-            prompt_input.push("hi");
-            let (version, mut captured) = versioned(
-                &|args| in_dir(&outside, &projection_home, args),
-                &prompt_input,
-                timeout,
-            )?;
-            let mut parsed = match &version {
-                Some(v) => parse::codex_prompt_input(
-                    &captured.stdout,
-                    v,
-                    &projection_home.join("skills"),
-                    "controlled_projection",
-                ),
-                None => Err(ParseFailure::Malformed(
-                    "`codex --version` printed no version".to_owned(),
-                )),
-            };
-            // The workspace session: the same in the checkout, so the skills the checkout
-            // provides compete with the package's; its winners join `other_scopes`.
-            if let (Ok(catalog), Some(v)) = (&mut parsed, &version) {
-                let command = in_dir(&project.workspace, &session_home, &prompt_input);
-                let run = process::run(command, timeout, CAPTURE_BOUND, &|_| false)?;
-                captured
-                    .stdout
-                    .extend_from_slice(b"\n== codex debug prompt-input (workspace session)\n");
-                captured.stdout.extend_from_slice(&run.stdout);
-                captured.stderr.extend_from_slice(&run.stderr);
-                let ended_well =
-                    run.termination.how == "exited" && run.termination.exit_code == Some(0);
-                if !ended_well || run.termination.truncated {
-                    captured.termination = run.termination;
-                } else {
-                    match parse::codex_prompt_input(
-                        &run.stdout,
-                        v,
-                        &session_home.join("skills"),
-                        "workspace_session",
-                    ) {
-                        Ok(session) => catalog.other_scopes = session.artifacts,
-                        Err(failure) => parsed = Err(failure),
-                    }
-                }
-            }
-            ("controlled_projection", version, captured, parsed)
-        }
-        parse::Client::OpenCodeDebug => {
-            let config_dir = scratch.path().join("opencode");
-            copy_regular(&staged.join("opencode"), &config_dir)?;
-            // Each run its own data, cache and state (concurrent runs never share a database).
-            let run_in = |run: usize, args: &[&str]| {
-                let own = scratch.path().join(format!("opencode-run-{run}"));
-                let mut command = base(&program, &outside);
-                command
-                    .args(args)
-                    .env("OPENCODE_CONFIG_DIR", &config_dir)
-                    .env("XDG_CONFIG_HOME", home.join(".config"))
-                    .env("XDG_DATA_HOME", own.join("share"))
-                    .env("XDG_CACHE_HOME", own.join("cache"))
-                    .env("XDG_STATE_HOME", own.join("state"));
-                command
-            };
-            let (version, first) =
-                versioned(&|args| run_in(0, args), &["debug", "skill"], timeout)?;
-            let first_ok =
-                first.termination.how == "exited" && first.termination.exit_code == Some(0);
-            match &version {
-                Some(v) if first_ok && v == parse::OPENCODE_VALIDATED => {
-                    let staged_here = staged_artifacts(Agent::OpenCode, &staged);
-                    let (captured, parsed) = opencode_listings(
-                        &run_in,
-                        first,
-                        &staged_here,
-                        &config_dir,
-                        v,
-                        Sampling {
-                            samples,
-                            timeout,
-                            deadline,
-                        },
-                    )?;
-                    ("controlled_projection", version, captured, parsed)
-                }
-                Some(v) => {
-                    let parsed = parse::opencode_skills(&first.stdout, v, &config_dir);
-                    ("controlled_projection", version, first, parsed)
-                }
-                None => (
-                    "controlled_projection",
-                    version,
-                    first,
-                    Err(ParseFailure::Malformed(
-                        "`opencode --version` printed no version".to_owned(),
-                    )),
-                ),
-            }
-        }
+    let Observed {
+        scope,
+        version,
+        captured,
+        parsed,
+    } = match adapter.client {
+        parse::Client::ClaudeInit => claude::observe(&setup)?,
+        parse::Client::CodexPromptInput => codex::observe(&setup)?,
+        parse::Client::OpenCodeDebug => opencode::observe(&setup, samples)?,
     };
     let term = &captured.termination;
     let process_ok = match term.how.as_str() {
@@ -550,6 +336,61 @@ pub fn probe_agent(
     })
 }
 
+/// What every run of one probe shares: the client, the staged tree, the disposable directories
+/// (never the user's own configuration) and the time limits.
+pub(super) struct ProbeEnv<'a> {
+    program: &'a Path,
+    staged: &'a Path,
+    workspace: &'a Path,
+    /// The probe's temporary directory (`TMPDIR` of every run, the copies of the staged trees).
+    scratch: &'a Path,
+    /// The client's `HOME`.
+    home: PathBuf,
+    /// An empty directory outside the checkout: where a controlled projection runs.
+    outside: PathBuf,
+    /// Per call.
+    timeout: Duration,
+    /// For all the calls.
+    deadline: std::time::Instant,
+}
+
+impl ProbeEnv<'_> {
+    /// The client in `cwd` with an emptied environment: `PATH`, and `HOME` and `TMPDIR` in the
+    /// disposable directory.
+    fn command(&self, cwd: &Path) -> Command {
+        let mut command = Command::new(self.program);
+        command
+            .current_dir(cwd)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("TMPDIR", self.scratch);
+        command
+    }
+}
+
+/// What one client's runs observed: the scope of the catalog, the version the client printed,
+/// every run's output and termination, and the parsed catalog.
+pub(super) struct Observed {
+    scope: &'static str,
+    version: Option<String>,
+    captured: process::Captured,
+    parsed: Result<Catalog, ParseFailure>,
+}
+
+/// The whole number of seconds above 0 that `var` sets, if set (`example` is the fix's number).
+fn positive_secs(var: &str, example: u64) -> Result<Option<u64>> {
+    env::var(var)
+        .map(|text| {
+            text.trim().parse().ok().filter(|secs| *secs > 0).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{var} is `{text}`, not a whole number of seconds above 0\n  fix  set it to a number such as {example}, or unset it"
+                )
+            })
+        })
+        .transpose()
+}
+
 fn validated(agent: Agent) -> &'static str {
     parse::adapter(agent).map_or("none", |adapter| adapter.validated)
 }
@@ -574,193 +415,9 @@ fn versioned(
     ))
 }
 
-/// How many times a probe lists OpenCode's skills (`debug skill`) by default: its choice between
-/// same-named skills varies from run to run, so every winner seen over the samples is recorded.
-/// `AGENTPACK_PROBE_OPENCODE_SAMPLES` sets another number (tests take fewer).
-pub const OPENCODE_SKILL_SAMPLES: usize = 60;
-
-/// How many OpenCode processes run at once: one per core, from 2 to 8 (each `debug skill` run
-/// is about a second of CPU; more at once than cores only makes each run slower and nearer its
-/// per-call timeout).
-fn opencode_concurrency() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8))
-}
-
 /// The default total time a probe's sampled runs may take (each run also has the per-call
 /// timeout); a run that cannot finish within it makes the receipt `timed_out`.
 pub const DEFAULT_TOTAL_TIMEOUT_SECS: u64 = 600;
-
-/// The settings every Codex run of a probe passes (`-c`): cloud skills off (only the files the
-/// probe placed are listed) and file credential stores (never the user's keyring). Codex 0.171.0
-/// parses each of them: it rejects a wrong type or value naming the key.
-pub const CODEX_SETTINGS: [&str; 3] = [
-    "cloud.skills.enabled=false",
-    "cli_auth_credentials_store=\"file\"",
-    "mcp_oauth_credentials_store=\"file\"",
-];
-
-/// The number of `debug skill` samples (`AGENTPACK_PROBE_OPENCODE_SAMPLES`, default
-/// [`OPENCODE_SKILL_SAMPLES`]).
-fn opencode_samples() -> Result<usize> {
-    match env::var(EnvVars::AGENTPACK_PROBE_OPENCODE_SAMPLES) {
-        None => Ok(OPENCODE_SKILL_SAMPLES),
-        Some(text) => text.trim().parse().ok().filter(|n| (1..=1000).contains(n)).ok_or_else(|| {
-            anyhow::anyhow!(
-                "{} is `{text}`, not a whole number from 1 to 1000\n  fix  set it to a number such as 60, or unset it",
-                EnvVars::AGENTPACK_PROBE_OPENCODE_SAMPLES
-            )
-        }),
-    }
-}
-
-/// How OpenCode's listings are sampled.
-#[derive(Debug, Clone, Copy)]
-struct Sampling {
-    samples: usize,
-    /// Per call.
-    timeout: Duration,
-    /// For all of them.
-    deadline: std::time::Instant,
-}
-
-/// The rest of OpenCode's controlled projection after the first `debug skill` sample `first`:
-/// the other samples, `debug config` and `debug agent NAME` for each staged agent, at most
-/// [`opencode_concurrency`] at once, each within the per-call timeout and all before the
-/// deadline. The evidence is every run's output in order; the termination the first run's that
-/// did not end well (`timed_out` when one ran past its timeout or could not start before the
-/// deadline: a sample that did not finish makes the winners unknown, never guessed); the catalog
-/// the merged samples plus the agents and commands the resolved configuration lists (a staged
-/// agent is the package's only when `debug agent` resolves it too).
-fn opencode_listings(
-    run_in: &(dyn Fn(usize, &[&str]) -> Command + Sync),
-    first: process::Captured,
-    staged: &[(String, String)],
-    config_dir: &Path,
-    version: &str,
-    sampling: Sampling,
-) -> Result<(process::Captured, Result<Catalog, ParseFailure>)> {
-    let samples = sampling.samples;
-    let agents: Vec<&str> = staged
-        .iter()
-        .filter(|(category, _)| category == "agent")
-        .map(|(_, name)| name.as_str())
-        .collect();
-    let mut jobs: Vec<Vec<&str>> = (1..samples).map(|_| vec!["debug", "skill"]).collect();
-    jobs.push(vec!["debug", "config"]);
-    for name in &agents {
-        jobs.push(vec!["debug", "agent", name]);
-    }
-    let runs = sampling::run_bounded(
-        jobs.len(),
-        &|i| run_in(i + 1, &jobs[i]),
-        opencode_concurrency(),
-        sampling.timeout,
-        sampling.deadline,
-        CAPTURE_BOUND,
-    );
-    let mut all = vec![first];
-    for run in runs {
-        match run {
-            sampling::JobRun::Ran(captured) => all.push(captured),
-            sampling::JobRun::NotStarted => {
-                all.push(process::Captured {
-                    stdout: Vec::new(),
-                    stderr: b"agentpack probe: not started before the total timeout".to_vec(),
-                    termination: process::Termination {
-                        how: "timed_out".to_owned(),
-                        exit_code: None,
-                        truncated: false,
-                        elapsed_ms: 0,
-                    },
-                });
-            }
-            sampling::JobRun::Failed(err) => return Err(err.into()),
-        }
-    }
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    for (run, args) in all
-        .iter()
-        .zip(std::iter::once(&vec!["debug", "skill"]).chain(&jobs))
-    {
-        let header = format!("== opencode {}\n", args.join(" "));
-        stdout.extend_from_slice(header.as_bytes());
-        stdout.extend_from_slice(&run.stdout);
-        stderr.extend_from_slice(header.as_bytes());
-        stderr.extend_from_slice(&run.stderr);
-    }
-    let ended_well =
-        |t: &process::Termination| t.how == "exited" && t.exit_code == Some(0) && !t.truncated;
-    // A run that timed out decides the termination before any other failure: its listing is
-    // unknown.
-    let mut termination = all
-        .iter()
-        .map(|r| &r.termination)
-        .find(|t| t.how == "timed_out")
-        .or_else(|| all.iter().map(|r| &r.termination).find(|t| !ended_well(t)))
-        .unwrap_or(&all[0].termination)
-        .clone();
-    termination.truncated = all.iter().any(|r| r.termination.truncated);
-    termination.elapsed_ms = all
-        .iter()
-        .map(|r| r.termination.elapsed_ms)
-        .max()
-        .unwrap_or(0);
-    let parsed = (|| {
-        let listed: Vec<Catalog> = all[..samples]
-            .iter()
-            .map(|r| parse::opencode_skills(&r.stdout, version, config_dir))
-            .collect::<Result<_, _>>()?;
-        let mut catalog = parse::merge_skill_samples(&listed);
-        let mut configured = parse::opencode_config(&all[samples].stdout, version, staged)?;
-        for (run, name) in all[samples + 1..].iter().zip(&agents) {
-            // A staged agent `debug agent` cannot resolve is not observed, whatever the
-            // configuration lists.
-            if !parse::opencode_agent_resolved(&run.stdout, name)? {
-                configured.retain(|o| !(o.category == "agent" && o.name == *name));
-            }
-        }
-        catalog.artifacts.extend(configured);
-        Ok(catalog)
-    })();
-    Ok((
-        process::Captured {
-            stdout,
-            stderr,
-            termination,
-        },
-        parsed,
-    ))
-}
-
-/// Whether the stream holds a complete `init` line.
-fn init_seen(stdout: &[u8]) -> bool {
-    stdout
-        .split(|b| *b == b'\n')
-        .rev()
-        .skip(1) // the last piece has no newline yet
-        .any(|line| {
-            let marker = b"\"subtype\":\"init\"";
-            line.windows(marker.len()).any(|w| w == marker)
-        })
-}
-
-/// The `claude_code_version` of the first init event, if any.
-fn first_init(stdout: &[u8]) -> Option<String> {
-    String::from_utf8_lossy(stdout).lines().find_map(|line| {
-        let event: serde_json::Value = serde_json::from_str(line).ok()?;
-        (event["subtype"] == "init")
-            .then(|| event["claude_code_version"].as_str().map(str::to_owned))
-            .flatten()
-    })
-}
-
-/// A port on 127.0.0.1 nothing listens on (bound, read, released).
-fn closed_port() -> Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")
-        .context("cannot find a closed port on 127.0.0.1 for the probe")?;
-    Ok(listener.local_addr()?.port())
-}
 
 /// Copies `from` into `to` as regular files and directories (links followed), so the client can
 /// write beside them and never into the store.

@@ -19,6 +19,26 @@ pub struct Captured {
     pub termination: Termination,
 }
 
+impl Captured {
+    /// Appends a later step's output under `header` (one evidence stream for the whole probe).
+    pub fn append_output(&mut self, header: &str, step: &Captured) {
+        self.stdout.extend_from_slice(header.as_bytes());
+        self.stdout.extend_from_slice(&step.stdout);
+        self.stderr.extend_from_slice(&step.stderr);
+    }
+
+    /// Whether the process ran past its timeout or its output past the capture bound: what it
+    /// would have printed is unknown.
+    pub fn cut_short(&self) -> bool {
+        self.termination.how == "timed_out" || self.termination.truncated
+    }
+
+    /// Whether the process exited 0.
+    pub fn exited_zero(&self) -> bool {
+        self.termination.how == "exited" && self.termination.exit_code == Some(0)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
     #[error("cannot start {program}: {cause}")]

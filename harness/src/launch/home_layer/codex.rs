@@ -170,31 +170,36 @@ pub(crate) fn after_exit(
         &request.generation_id(),
     );
     match save_decisions(root, &private, request.state_dir)? {
-        Some(warning) => Err(HomeLayerError::NotKept(warning)),
-        None => Ok(()),
+        (Some(warning), _) => Err(HomeLayerError::NotKept(warning)),
+        (None, _) => Ok(()),
     }
 }
 
 /// `home`'s `config.toml` is read through its link into `private` ([`private_config_dir`]), where
-/// the written copy is; a home of an older layout kept both in the home itself.
+/// the written copy is; a home of an older layout kept both in the home itself. Returns the warning,
+/// and the project's decisions as saved when it read them (a launch applies them without reading
+/// the file again).
 pub(super) fn save_decisions(
     home: &Path,
     private: &Path,
     state_dir: &Path,
-) -> Result<Option<String>, HomeLayerError> {
+) -> Result<(Option<String>, Option<toml::Table>), HomeLayerError> {
     let config = home.join("config.toml");
     let written = match read_table(&private.join(WRITTEN_CONFIG))? {
         Some(written) => Some(written),
         None => read_table(&home.join(WRITTEN_CONFIG))?,
     };
     let (Some(written), Some(after)) = (written, fsops::read_optional(&config)?) else {
-        return Ok(None);
+        return Ok((None, None));
     };
     let Ok(after) = after.parse::<toml::Table>() else {
-        return Ok(Some(format!(
+        return Ok((
+            Some(format!(
             "{} does not parse; the trust decisions Codex recorded in it since the last launch are not kept",
-            config.display()
-        )));
+                config.display()
+            )),
+            None,
+        ));
     };
     let file = state_dir.join(DECISIONS_FILE);
     let previous = read_table(&file)?.unwrap_or_default();
@@ -204,7 +209,7 @@ pub(super) fn save_decisions(
             write_file(&file, text.as_bytes(), 0o600)?;
         }
     }
-    Ok(None)
+    Ok((None, Some(next)))
 }
 
 /// How long a shared `auth.json` that does not parse is taken to be in the middle of Codex's write.
@@ -337,9 +342,8 @@ pub(crate) fn prepare(
         &request.generation_id(),
     );
     ensure_private_config_dir(request.state_dir, &private)?;
-    if let Some(warning) = save_decisions(&home, &private, request.state_dir)? {
-        prepared.warnings.push(warning);
-    }
+    let (warning, saved) = save_decisions(&home, &private, request.state_dir)?;
+    prepared.warnings.extend(warning);
     let user_config = fsops::read_optional(&real.join("config.toml"))?;
     let fragment = fsops::read_optional(&staged.join("config.toml"))?.unwrap_or_default();
     let sqlite_home = real.to_string_lossy().into_owned();
@@ -350,7 +354,10 @@ pub(crate) fn prepare(
         request.keep_attribution,
         Some(&sqlite_home),
     )?;
-    let decisions = read_table(&request.state_dir.join(DECISIONS_FILE))?.unwrap_or_default();
+    let decisions = match saved {
+        Some(decisions) => decisions,
+        None => read_table(&request.state_dir.join(DECISIONS_FILE))?.unwrap_or_default(),
+    };
     if !decisions.is_empty() {
         if let Ok(mut table) = config.parse::<toml::Table>() {
             codex_state::apply_decisions(&mut table, &decisions, &home.to_string_lossy());

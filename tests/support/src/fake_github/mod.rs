@@ -17,11 +17,11 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 
 use tiny_http::Server;
+
+use crate::http_serving::Serving;
 
 use crate::git_repo::TestRepo;
 
@@ -87,14 +87,11 @@ impl Shared {
 /// A fake GitHub on 127.0.0.1; see the module docs.
 pub struct FakeGitHub {
     shared: Arc<Shared>,
-    server: Arc<Server>,
-    workers: Vec<JoinHandle<()>>,
-    stopping: Arc<AtomicBool>,
+    // Dropped before `_dir`: every request still being answered ends before its repositories go.
+    _serving: Serving,
     port: u16,
     _dir: tempfile::TempDir,
 }
-
-const WORKERS: usize = 4;
 
 fn key(owner: &str, repo: &str) -> String {
     format!(
@@ -110,32 +107,19 @@ impl FakeGitHub {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("repos");
         std::fs::create_dir_all(&root).unwrap();
-        let server = Arc::new(Server::http("127.0.0.1:0").unwrap());
+        let server = Server::http("127.0.0.1:0").unwrap();
         let port = server.server_addr().to_ip().unwrap().port();
         let shared = Arc::new(Shared {
             root,
             state: Mutex::new(State::default()),
         });
-        let stopping = Arc::new(AtomicBool::new(false));
-        let workers = (0..WORKERS)
-            .map(|_| {
-                let server = Arc::clone(&server);
-                let shared = Arc::clone(&shared);
-                let stopping = Arc::clone(&stopping);
-                std::thread::spawn(move || loop {
-                    match server.recv() {
-                        Ok(request) => handle(&shared, port, request),
-                        Err(_) if stopping.load(Ordering::SeqCst) => break,
-                        Err(_) => continue,
-                    }
-                })
-            })
-            .collect();
+        let serving = Serving::start(server, {
+            let shared = Arc::clone(&shared);
+            move |request| handle(&shared, port, request)
+        });
         FakeGitHub {
             shared,
-            server,
-            workers,
-            stopping,
+            _serving: serving,
             port,
             _dir: dir,
         }
@@ -249,17 +233,5 @@ impl FakeGitHub {
         state.counters.clear();
         state.log.clear();
         state.authorizations.clear();
-    }
-}
-
-impl Drop for FakeGitHub {
-    fn drop(&mut self) {
-        self.stopping.store(true, Ordering::SeqCst);
-        for _ in 0..WORKERS {
-            self.server.unblock();
-        }
-        for worker in self.workers.drain(..) {
-            let _ = worker.join();
-        }
     }
 }

@@ -1,0 +1,135 @@
+//! Claude Code's probe runs: the print-mode `init` event of a session started in the checkout
+//! (workspace session) with the staged bundle as `--plugin-dir`, a dummy key and
+//! `ANTHROPIC_BASE_URL` at a closed port on 127.0.0.1, stopped as soon as the init event is read;
+//! then `plugin validate --json` and `plugin details` of the bundle outside the checkout
+//! ([`super::details`]; controlled projection: the catalog's `other_scopes` and `properties`).
+//! It never makes a model request.
+
+use anyhow::{Context as _, Result};
+
+use super::process;
+use super::{details, parse, Observed, ProbeEnv, CAPTURE_BOUND};
+
+pub(super) fn observe(setup: &ProbeEnv<'_>) -> Result<Observed> {
+    let bundle = agentpack_harness::launch::command::claude_bundle(setup.staged);
+    let mut command = setup.command(setup.workspace);
+    command
+        .args(["-p", "hi", "--output-format", "stream-json", "--verbose"])
+        .arg("--plugin-dir")
+        .arg(&bundle);
+    // The settings a launch passes, so the session is the one a launch starts.
+    if let Some(settings) = fs_err::read_to_string(bundle.join("agentpack-settings.json"))
+        .ok()
+        .as_deref()
+        .and_then(agentpack_harness::launch::command::inline_settings)
+    {
+        command.arg("--settings").arg(settings);
+    }
+    offline(&mut command)?.env("ANTHROPIC_API_KEY", "sk-ant-agentpack-probe");
+    let mut captured = process::run(command, setup.timeout, CAPTURE_BOUND, &init_seen)?;
+    let mut parsed = parse::claude_init(&captured.stdout);
+    let version = first_init(&captured.stdout);
+    // The controlled projection beside the session: `plugin validate` of the bundle, outside the
+    // checkout; its output joins the retained evidence.
+    if let Ok(catalog) = &mut parsed {
+        let mut validate = setup.command(&setup.outside);
+        validate.args(["plugin", "validate", "--json"]).arg(&bundle);
+        let run = process::run(validate, setup.timeout, CAPTURE_BOUND, &|_| false)?;
+        captured.append_output("\n== claude plugin validate --json\n", &run);
+        if run.cut_short() {
+            captured.termination = run.termination;
+        } else {
+            match parse::claude_validate(&run.stdout) {
+                Ok(observed) => {
+                    let mut command = setup.command(&setup.outside);
+                    command.arg("--plugin-dir").arg(&bundle).args([
+                        "plugin",
+                        "details",
+                        details::BUNDLE,
+                    ]);
+                    offline(&mut command)?;
+                    let run = process::run(command, setup.timeout, CAPTURE_BOUND, &|_| false)?;
+                    captured.append_output("\n== claude plugin details\n", &run);
+                    if run.cut_short() {
+                        captured.termination = run.termination;
+                    } else {
+                        match details::observe(observed, &run) {
+                            Ok((other_scopes, property)) => {
+                                catalog.other_scopes = other_scopes;
+                                catalog.properties.push(property);
+                            }
+                            Err(failure) => parsed = Err(failure),
+                        }
+                    }
+                }
+                Err(failure) => parsed = Err(failure),
+            }
+        }
+    }
+    Ok(Observed {
+        scope: "workspace_session",
+        version,
+        captured,
+        parsed,
+    })
+}
+
+/// Points `command` at a closed port on 127.0.0.1 and turns off the updater and telemetry: no
+/// run of a probe reaches the network.
+fn offline(command: &mut std::process::Command) -> Result<&mut std::process::Command> {
+    Ok(command
+        .env(
+            "ANTHROPIC_BASE_URL",
+            format!("http://127.0.0.1:{}", closed_port()?),
+        )
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_TELEMETRY", "1"))
+}
+
+/// Whether the stream holds a complete `init` line.
+fn init_seen(stdout: &[u8]) -> bool {
+    stdout
+        .split(|b| *b == b'\n')
+        .rev()
+        .skip(1) // the last piece has no newline yet
+        .any(|line| {
+            let marker = b"\"subtype\":\"init\"";
+            line.windows(marker.len()).any(|w| w == marker)
+        })
+}
+
+/// The `claude_code_version` of the first init event, if any.
+fn first_init(stdout: &[u8]) -> Option<String> {
+    String::from_utf8_lossy(stdout).lines().find_map(|line| {
+        let event: serde_json::Value = serde_json::from_str(line).ok()?;
+        (event["subtype"] == "init")
+            .then(|| event["claude_code_version"].as_str().map(str::to_owned))
+            .flatten()
+    })
+}
+
+/// A port on 127.0.0.1 nothing listens on (bound, read, released).
+fn closed_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .context("cannot find a closed port on 127.0.0.1 for the probe")?;
+    Ok(listener.local_addr()?.port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_complete_init_line_counts() {
+        let init = br#"{"type":"system","subtype":"init","claude_code_version":"2.1.0"}"#;
+        assert!(
+            !init_seen(init),
+            "no newline yet: the line may be incomplete"
+        );
+        let mut line = init.to_vec();
+        line.push(b'\n');
+        assert!(init_seen(&line));
+        assert_eq!(first_init(&line).as_deref(), Some("2.1.0"));
+        assert_eq!(first_init(b"{\"subtype\":\"other\"}\n"), None);
+    }
+}
