@@ -734,16 +734,17 @@ fn a_receipt_is_attached_only_while_its_inputs_and_evidence_are_unchanged() {
 }
 
 /// A stand-in OpenCode 1.18.33: `debug skill` lists the sentinel from `OPENCODE_CONFIG_DIR`
-/// (after `delay` seconds on the call whose number is `slow`, counted in `calls`), `debug config`
-/// an empty configuration.
-fn opencode_stand_in(calls: &Path, slow: usize, delay: u32) -> String {
+/// (each call appends a line to `calls`; with a `delay`, the one call that first creates the
+/// `calls.hang` directory sleeps that long first), `debug config` an empty configuration.
+/// Samples run concurrently, so the hanging call is chosen by an atomic `mkdir`, never by a
+/// count that two calls could read at once.
+fn opencode_stand_in(calls: &Path, delay: u32) -> String {
     format!(
         r#"#!/bin/sh
 if [ "$1" = --version ]; then echo 1.18.33; exit 0; fi
 if [ "$2" = config ]; then echo '{{"agent":{{}},"command":{{}}}}'; exit 0; fi
 echo x >> {calls}
-n=$(wc -l < {calls})
-if [ "$n" -eq {slow} ]; then sleep {delay}; fi
+if [ {delay} -gt 0 ] && mkdir {calls}.hang 2>/dev/null; then sleep {delay}; fi
 echo "[{{\"name\":\"{SENTINEL}\",\"location\":\"$OPENCODE_CONFIG_DIR/skills/{SENTINEL}/SKILL.md\"}}]"
 "#,
         calls = calls.display()
@@ -757,7 +758,7 @@ fn opencode_samples_run_bounded_and_a_timed_out_sample_is_unknown() {
     let calls = counts.path().join("fast");
     let (mut fixture, code, receipt) = probe_with(
         "opencode",
-        &opencode_stand_in(&calls, 0, 0),
+        &opencode_stand_in(&calls, 0),
         &[("AGENTPACK_PROBE_OPENCODE_SAMPLES", "12")],
     );
     assert_eq!(code, 0, "{receipt:#}");
@@ -778,7 +779,7 @@ fn opencode_samples_run_bounded_and_a_timed_out_sample_is_unknown() {
     // One sample hangs past the per-call timeout: killed, and the receipt is `timed_out` with
     // no catalog (its winner is unknown, never guessed from the others).
     let calls = counts.path().join("slow");
-    fixture.stand_in("opencode", &opencode_stand_in(&calls, 3, 60));
+    fixture.stand_in("opencode", &opencode_stand_in(&calls, 60));
     fixture
         .envs
         .push(("AGENTPACK_PROBE_TIMEOUT_SECS".to_owned(), "2".to_owned()));
