@@ -7,6 +7,7 @@
 #
 # Usage: bench/fetch-build.sh              (from anywhere; builds with the bench profile)
 #   AGENTPACK_BENCH_RUNS=5                 runs per side (medians)
+#   AGENTPACK_BENCH_STRACE=/tmp/s.txt      one more cold sync under `strace -f -c -w`, summary there
 # Prints a Markdown table; docs/src/benchmarks.md records a run with this command line.
 set -euo pipefail
 cd "$(dirname "$0")/.."

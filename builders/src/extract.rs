@@ -34,7 +34,7 @@ pub const FILE_MODE: u32 = 0o644;
 #[derive(Debug, thiserror::Error)]
 pub enum ExtractError {
     /// A filesystem operation failed.
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}")]
     Io {
         /// The path being written.
         path: PathBuf,
@@ -42,7 +42,7 @@ pub enum ExtractError {
         source: std::io::Error,
     },
     /// The archive could not be read (corrupt gzip or tar).
-    #[error("cannot read the archive: {source}; the download is corrupt or not a gzip tar")]
+    #[error("cannot read the archive: the download is corrupt or not a gzip tar")]
     Archive {
         /// The cause.
         source: std::io::Error,
@@ -320,17 +320,33 @@ impl SafeTreeWriter {
     /// A regular file with `contents`, written 0644.
     /// Returns the number of bytes written.
     pub fn file(&mut self, name: &str, contents: &mut dyn Read) -> Result<u64, ExtractError> {
+        let destination = self.prepare_file(name)?;
+        self.write_contents(name, &destination, contents)
+    }
+
+    /// Counts and checks the regular file `name`; its destination.
+    fn prepare_file(&mut self, name: &str) -> Result<PathBuf, ExtractError> {
         self.count_entry()?;
-        let Some((_, destination)) = self.prepare(name, false)? else {
-            return Err(ExtractError::Conflict {
+        match self.prepare(name, false)? {
+            Some((_, destination)) => Ok(destination),
+            None => Err(ExtractError::Conflict {
                 name: name.to_owned(),
-            });
-        };
+            }),
+        }
+    }
+
+    /// Writes `contents` to the new file `destination` (the entry `name`), within the byte cap.
+    fn write_contents(
+        &mut self,
+        name: &str,
+        destination: &Path,
+        contents: &mut dyn Read,
+    ) -> Result<u64, ExtractError> {
         let mut file = fs_err::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .open(&destination)
-            .map_err(|e| io(&destination, e))?;
+            .open(destination)
+            .map_err(|e| io(destination, e))?;
         let written = match &self.bounds {
             None => std::io::copy(contents, &mut file),
             Some((limits, what)) => {
@@ -354,11 +370,11 @@ impl SafeTreeWriter {
         }
         .map_err(|e| match LimitExceeded::find(&e) {
             Some(limit) => ExtractError::Limit(limit.clone()),
-            None => io(&destination, e),
+            None => io(destination, e),
         })?;
         self.bytes_written += written;
         file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
-            .map_err(|e| io(&destination, e))?;
+            .map_err(|e| io(destination, e))?;
         self.report.files += 1;
         Ok(written)
     }
@@ -372,13 +388,46 @@ impl SafeTreeWriter {
         executable: bool,
     ) -> Result<u64, ExtractError> {
         let written = self.file(name, contents)?;
+        self.note_executable(name, executable)?;
+        Ok(written)
+    }
+
+    /// [`SafeTreeWriter::file_from_source`] of the file at `source`, made a hard link of it when it
+    /// is written the way this writer writes files (a regular 0644 file: one this crate extracted
+    /// into scratch space, which nothing changes afterwards) and the writer has no caps; copied
+    /// otherwise (another filesystem, another mode). A link costs no new inode and no bytes; the
+    /// store copies what it publishes all the same, so it never shares an inode with the source.
+    pub(crate) fn file_linked(
+        &mut self,
+        name: &str,
+        source: &Path,
+        executable: bool,
+    ) -> Result<u64, ExtractError> {
+        let destination = self.prepare_file(name)?;
+        let meta = fs_err::symlink_metadata(source).map_err(|e| io(source, e))?;
+        let linkable = self.bounds.is_none()
+            && meta.is_file()
+            && meta.permissions().mode() & 0o7777 == FILE_MODE;
+        let written = if linkable && std::fs::hard_link(source, &destination).is_ok() {
+            self.report.files += 1;
+            meta.len()
+        } else {
+            let mut file = fs_err::File::open(source).map_err(|e| io(source, e))?;
+            self.write_contents(name, &destination, &mut file)?
+        };
+        self.note_executable(name, executable)?;
+        Ok(written)
+    }
+
+    /// Records whether the file `name` was executable in its source.
+    fn note_executable(&mut self, name: &str, executable: bool) -> Result<(), ExtractError> {
         let clean = clean_relative(name)?;
         if executable {
             self.report.executables.insert(clean);
         } else {
             self.report.executables.remove(&clean);
         }
-        Ok(written)
+        Ok(())
     }
 
     /// A symbolic link: kept when [`link_stays_inside`], else written as an empty regular file.
@@ -423,7 +472,7 @@ pub fn extract_github_tarball(
     destination: &Path,
 ) -> Result<ExtractReport, ExtractError> {
     let writer = SafeTreeWriter::new(destination)?;
-    extract_into(flate2::read::GzDecoder::new(gzip_tar), writer)
+    extract_into(flate2::read::GzDecoder::new(gzip_tar), writer, &|_| true)
 }
 
 /// [`extract_github_tarball`] within `limits`: entries, extracted bytes and the compression ratio
@@ -432,6 +481,19 @@ pub fn extract_github_tarball_limited(
     gzip_tar: impl Read,
     destination: &Path,
     limits: &Limits,
+) -> Result<ExtractReport, ExtractError> {
+    extract_github_tarball_only(gzip_tar, destination, limits, &|_| true)
+}
+
+/// [`extract_github_tarball_limited`] writing only the entries whose repository-relative path
+/// `wanted` keeps (the report covers those). Every entry is still checked by name (`..`, absolute,
+/// non-UTF-8, one top-level directory) and kind (hard links, devices...), so an archive refused
+/// whole is refused here too; the limits count what is decompressed and written.
+pub fn extract_github_tarball_only(
+    gzip_tar: impl Read,
+    destination: &Path,
+    limits: &Limits,
+    wanted: &dyn Fn(&str) -> bool,
 ) -> Result<ExtractReport, ExtractError> {
     let what = "the downloaded archive";
     let writer = SafeTreeWriter::new(destination)?.with_limits(*limits, what);
@@ -442,7 +504,31 @@ pub fn extract_github_tarball_limited(
         *limits,
         what,
     );
-    extract_into(guarded, writer)
+    extract_into(guarded, writer, wanted)
+}
+
+/// Whether the repository-relative `path` is needed to copy out the packages at `paths`
+/// (repository-relative, `""` for the whole repository): inside one of them, or a directory on the
+/// way to one (so a link on the way is seen), or one of the catalog files normalization reads at
+/// the root ([`crate::marketplace::CATALOG_FILES`]).
+pub fn needed_for(paths: &[String], path: &str) -> bool {
+    let path = path.trim_end_matches('/');
+    paths.iter().any(|wanted| {
+        let wanted = wanted.trim_matches('/');
+        wanted.is_empty()
+            || path == wanted
+            || path
+                .strip_prefix(wanted)
+                .is_some_and(|rest| rest.starts_with('/'))
+            || wanted
+                .strip_prefix(path)
+                .is_some_and(|rest| rest.starts_with('/'))
+    }) || crate::marketplace::CATALOG_FILES.iter().any(|catalog| {
+        *catalog == path
+            || catalog
+                .strip_prefix(path)
+                .is_some_and(|rest| rest.starts_with('/'))
+    })
 }
 
 /// The archive error of a tar read: a limit crossed while decompressing, or corruption.
@@ -453,9 +539,21 @@ pub(crate) fn archive_error(source: std::io::Error) -> ExtractError {
     }
 }
 
+/// Pax and GNU long-name headers: tar reads them into the next entry, there is nothing to write.
+pub(crate) fn is_metadata_entry(kind: EntryType) -> bool {
+    matches!(
+        kind,
+        EntryType::XGlobalHeader
+            | EntryType::XHeader
+            | EntryType::GNULongName
+            | EntryType::GNULongLink
+    )
+}
+
 fn extract_into(
     tar_stream: impl Read,
     mut writer: SafeTreeWriter,
+    wanted: &dyn Fn(&str) -> bool,
 ) -> Result<ExtractReport, ExtractError> {
     let mut archive = tar::Archive::new(tar_stream);
     let mut top_level: Option<String> = None;
@@ -463,13 +561,7 @@ fn extract_into(
     for entry in entries {
         let mut entry = entry.map_err(archive_error)?;
         let kind = entry.header().entry_type();
-        if matches!(
-            kind,
-            EntryType::XGlobalHeader
-                | EntryType::XHeader
-                | EntryType::GNULongName
-                | EntryType::GNULongLink
-        ) {
+        if is_metadata_entry(kind) {
             continue;
         }
         let raw_name = entry.path_bytes().into_owned();
@@ -490,7 +582,11 @@ fn extract_into(
             }
             return Err(ExtractError::NotOneTopLevel { name: full_name });
         }
-        write_entry(&mut writer, &mut entry, &rest, full_name)?;
+        if wanted(&rest) {
+            write_entry(&mut writer, &mut entry, &rest, full_name)?;
+        } else if let Some(refused) = refused_kind(&entry, full_name) {
+            return Err(refused);
+        }
     }
     Ok(writer.finish())
 }
@@ -542,36 +638,50 @@ pub(crate) fn write_entry<R: Read>(
             let target = entry_name(&target)?;
             writer.symlink(rel, &target)?;
         }
-        EntryType::Link => {
-            let target = entry
-                .link_name_bytes()
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .unwrap_or_default();
-            return Err(ExtractError::HardLink {
-                name: full_name,
-                target,
-            });
-        }
-        other => {
-            let kind = match other {
-                EntryType::Char => "character device".to_owned(),
-                EntryType::Block => "block device".to_owned(),
-                EntryType::Fifo => "FIFO".to_owned(),
-                EntryType::GNUSparse => "sparse file".to_owned(),
-                unknown => format!("type {:?}", unknown.as_byte() as char),
-            };
-            return Err(ExtractError::SpecialFile {
-                name: full_name,
-                kind,
-            });
+        _ => {
+            if let Some(refused) = refused_kind(entry, full_name) {
+                return Err(refused);
+            }
         }
     }
     Ok(())
 }
 
+/// The refusal of an entry no package may hold: a hard link, a device, a FIFO, a sparse file or an
+/// unknown type (`None` for files, directories and symbolic links).
+fn refused_kind<R: Read>(entry: &tar::Entry<'_, R>, full_name: String) -> Option<ExtractError> {
+    let kind = match entry.header().entry_type() {
+        EntryType::Directory | EntryType::Regular | EntryType::Continuous | EntryType::Symlink => {
+            return None
+        }
+        EntryType::Link => {
+            let target = entry
+                .link_name_bytes()
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default();
+            return Some(ExtractError::HardLink {
+                name: full_name,
+                target,
+            });
+        }
+        EntryType::Char => "character device".to_owned(),
+        EntryType::Block => "block device".to_owned(),
+        EntryType::Fifo => "FIFO".to_owned(),
+        EntryType::GNUSparse => "sparse file".to_owned(),
+        unknown => format!("type {:?}", unknown.as_byte() as char),
+    };
+    Some(ExtractError::SpecialFile {
+        name: full_name,
+        kind,
+    })
+}
+
 /// Copies the package at `package_path` (relative, `/`-separated, `""` for the root) of an extracted
 /// snapshot into `destination` by the same rules: regular files 0644, links kept only when they stay
-/// inside the package, other links written as empty files.
+/// inside the package, other links written as empty files. A regular file of the snapshot that
+/// already has the mode extraction gives is hard-linked instead of copied (same bytes, no new inode):
+/// the snapshot is scratch space nothing writes to, the copy only gets new files (normalization),
+/// and the store copies what it publishes.
 pub fn copy_package_tree(
     snapshot: &Path,
     package_path: &str,
@@ -625,14 +735,13 @@ pub fn copy_package_tree_with_executables(
             let target = target.to_str().map(str::to_owned).unwrap_or_default();
             writer.symlink(relative, &target)?;
         } else if file_type.is_file() {
-            let mut file = fs_err::File::open(entry.path()).map_err(|e| io(entry.path(), e))?;
             let in_snapshot = if clean.is_empty() {
                 relative.to_owned()
             } else {
                 format!("{clean}/{relative}")
             };
             let executable = snapshot_executables.contains(&in_snapshot);
-            writer.file_from_source(relative, &mut file, executable)?;
+            writer.file_linked(relative, entry.path(), executable)?;
         } else {
             return Err(ExtractError::SpecialFile {
                 name: relative.to_owned(),

@@ -13,7 +13,9 @@
 //! - [`plugin_add`]: `add <marketplace> --plugin <name>` -> module id and pin;
 //! - [`session`] and [`package_store`]: one command's GitHub session and the seam to the store;
 //! - [`limits`]: timeouts and size caps of every download and extraction; [`leftovers`]: work
-//!   directories of dead processes in the store's `.tmp`, removed by the next sync.
+//!   directories of dead processes in the store's `.tmp`, removed by the next sync; [`error_text`]:
+//!   an error and its causes as one line, for logs and lists of tried sources; [`warnings`]: the
+//!   warnings concurrent workers collect, each once.
 //!
 //! Staging: [`generation`] (the generation builder).
 //!
@@ -23,6 +25,7 @@
 //! Libraries never print: every warning is returned to the caller.
 
 pub mod contract;
+pub mod error_text;
 pub mod extract;
 pub mod fetch;
 pub mod generation;
@@ -45,3 +48,4 @@ pub mod sharing;
 pub mod snapshot;
 pub mod substitute;
 pub mod substitute_npm;
+pub mod warnings;

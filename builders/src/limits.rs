@@ -62,17 +62,13 @@ impl LimitKind {
             LimitKind::Tags => "AGENTPACK_MAX_TAGS",
         }
     }
+}
 
-    fn is_duration(self) -> bool {
-        matches!(self, LimitKind::ConnectTimeout | LimitKind::ReadTimeout)
-    }
-
-    fn is_size(self) -> bool {
-        matches!(
-            self,
-            LimitKind::DownloadSize | LimitKind::JsonSize | LimitKind::ExtractedSize
-        )
-    }
+/// Where one limit's value lives in [`Limits`], by how it is written.
+enum Slot<'a> {
+    Duration(&'a mut Duration),
+    Bytes(&'a mut u64),
+    Count(&'a mut u64),
 }
 
 /// The bounds of one command. `Default` gives the documented defaults.
@@ -146,50 +142,48 @@ impl Limits {
             if value.is_empty() {
                 continue;
             }
-            let invalid = |expected, example| InvalidLimit {
+            let set = match limits.slot(kind) {
+                Slot::Duration(slot) => parse_duration(value)
+                    .filter(|d| !d.is_zero())
+                    .map(|d| *slot = d)
+                    .ok_or((
+                        "a positive duration",
+                        "write seconds (30, 0.5) or 500ms / 2m",
+                    )),
+                Slot::Bytes(slot) => parse_size(value)
+                    .filter(|b| *b > 0)
+                    .map(|b| *slot = b)
+                    .ok_or(("a positive size", "write bytes or 64K / 512M / 1G")),
+                Slot::Count(slot) => value
+                    .replace('_', "")
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .map(|n| *slot = n)
+                    .ok_or(("a positive whole number", "write e.g. 1000")),
+            };
+            set.map_err(|(expected, example)| InvalidLimit {
                 variable: kind.variable().to_owned(),
                 value: raw.clone(),
                 expected,
                 example,
                 default: limits_default_text(kind),
-            };
-            if kind.is_duration() {
-                let duration = parse_duration(value)
-                    .filter(|d| !d.is_zero())
-                    .ok_or_else(|| {
-                        invalid(
-                            "a positive duration",
-                            "write seconds (30, 0.5) or 500ms / 2m",
-                        )
-                    })?;
-                match kind {
-                    LimitKind::ConnectTimeout => limits.connect_timeout = duration,
-                    _ => limits.read_timeout = duration,
-                }
-            } else if kind.is_size() {
-                let bytes = parse_size(value)
-                    .filter(|b| *b > 0)
-                    .ok_or_else(|| invalid("a positive size", "write bytes or 64K / 512M / 1G"))?;
-                match kind {
-                    LimitKind::DownloadSize => limits.max_download_bytes = bytes,
-                    LimitKind::JsonSize => limits.max_json_bytes = bytes,
-                    _ => limits.max_extracted_bytes = bytes,
-                }
-            } else {
-                let count = value
-                    .replace('_', "")
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| invalid("a positive whole number", "write e.g. 1000"))?;
-                match kind {
-                    LimitKind::Files => limits.max_files = count,
-                    LimitKind::CompressionRatio => limits.max_compression_ratio = count,
-                    _ => limits.max_tags = count,
-                }
-            }
+            })?;
         }
         Ok(limits)
+    }
+
+    fn slot(&mut self, kind: LimitKind) -> Slot<'_> {
+        match kind {
+            LimitKind::ConnectTimeout => Slot::Duration(&mut self.connect_timeout),
+            LimitKind::ReadTimeout => Slot::Duration(&mut self.read_timeout),
+            LimitKind::DownloadSize => Slot::Bytes(&mut self.max_download_bytes),
+            LimitKind::JsonSize => Slot::Bytes(&mut self.max_json_bytes),
+            LimitKind::ExtractedSize => Slot::Bytes(&mut self.max_extracted_bytes),
+            LimitKind::Files => Slot::Count(&mut self.max_files),
+            LimitKind::CompressionRatio => Slot::Count(&mut self.max_compression_ratio),
+            LimitKind::Tags => Slot::Count(&mut self.max_tags),
+        }
     }
 
     /// The value of one limit as text (`30s`, `64 MiB`, `100000`), for messages and docs.
@@ -303,6 +297,16 @@ impl LimitExceeded {
                 limit: limits.describe(kind),
             }),
         }
+    }
+
+    /// A crossing of the size limit `kind` by `what`, which "is larger than" the limit.
+    pub fn too_large(limits: &Limits, kind: LimitKind, what: impl Into<String>) -> Self {
+        LimitExceeded::new(
+            limits,
+            kind,
+            what,
+            format!("is larger than {}", limits.describe(kind)),
+        )
     }
 
     /// The variable that raises the limit.

@@ -371,6 +371,14 @@ fn entry_source(
                     catalog: catalog.file.clone(),
                     path: sub_path.clone(),
                 })?;
+            let github = |repo| {
+                Ok(PluginSource::GitHub {
+                    repo,
+                    path: sub_path,
+                    sha,
+                    reference,
+                })
+            };
             match kind.as_str() {
                 "local" | "directory" => local_path(
                     catalog,
@@ -385,30 +393,16 @@ fn entry_source(
                                 "a github source without a valid `repo` ({object:?})"
                             ))
                         })?;
-                    Ok(PluginSource::GitHub {
-                        repo,
-                        path: sub_path,
-                        sha,
-                        reference,
-                    })
+                    github(repo)
                 }
                 "url" | "git-subdir" | "git" => {
                     let url = text(object, "url").unwrap_or_default();
                     let repo = github_repo_from_url(&url)
                         .ok_or_else(|| not_github(format!("the git URL {url:?}")))?;
-                    Ok(PluginSource::GitHub {
-                        repo,
-                        path: sub_path,
-                        sha,
-                        reference,
-                    })
+                    github(repo)
                 }
-                "npm" => Err(not_github(format!(
-                    "the npm package {:?}",
-                    text(object, "package").unwrap_or_default()
-                ))),
-                "pip" => Err(not_github(format!(
-                    "the pip package {:?}",
+                registry @ ("npm" | "pip") => Err(not_github(format!(
+                    "the {registry} package {:?}",
                     text(object, "package").unwrap_or_default()
                 ))),
                 other => Err(not_github(format!("a {other:?} source"))),

@@ -33,12 +33,8 @@ pub const PACKAGE_MARKERS: [&str; 8] = [
     ".agents/plugins/marketplace.json",
 ];
 
-/// Plugin manifests, one per harness family, in precedence order.
-pub const PLUGIN_MANIFESTS: [&str; 3] = [
-    ".claude-plugin/plugin.json",
-    ".cursor-plugin/plugin.json",
-    ".codex-plugin/plugin.json",
-];
+/// Plugin manifests, one per harness family, in precedence order (the one list, the renderers').
+pub use agentpack_harness::render::mcp::PLUGIN_MANIFESTS;
 
 /// Manifest keys a stub copies from the package's existing manifest.
 const STUB_KEYS: [&str; 8] = [

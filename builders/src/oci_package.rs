@@ -24,7 +24,7 @@ use agentpack_lockfile::keys::oci_cache_key;
 use agentpack_lockfile::lock::LockedPackage;
 use agentpack_lockfile::manifest::Pin;
 use agentpack_lockfile::module_id::ModuleId;
-use agentpack_lockfile::validate::ContentHash;
+use agentpack_lockfile::validate::{CacheKey, CommitSha, ContentHash};
 
 use crate::normalize::{self, NormalizeContext};
 use crate::oci::{OciError, OciReference, OciRepository};
@@ -166,6 +166,19 @@ pub fn materialize(
     expected: Option<&ContentHash>,
     tree: &Path,
 ) -> Result<(LockedPackage, PathBuf), ResolutionError> {
+    let (entry, slot, _) = materialize_counted(fetcher, store, module, chosen, expected, tree)?;
+    Ok((entry, slot))
+}
+
+/// [`materialize`], and whether the package was pulled (or substituted) in this call.
+fn materialize_counted(
+    fetcher: &SnapshotFetcher,
+    store: &dyn PackageStore,
+    module: &str,
+    chosen: &ChosenDigest,
+    expected: Option<&ContentHash>,
+    tree: &Path,
+) -> Result<(LockedPackage, PathBuf, bool), ResolutionError> {
     let repository = repository_of(module)?;
     let cache_key = oci_cache_key(&repository.registry, &repository.repository, &chosen.digest);
     let commit = LockedPackage::oci_commit(&chosen.digest).ok_or_else(|| {
@@ -174,33 +187,23 @@ pub fn materialize(
             chosen.digest
         ))
     })?;
-    let entry = |slot: &Path,
-                 content_hash: ContentHash|
-     -> Result<LockedPackage, ResolutionError> {
-        Ok(LockedPackage {
-            module: ModuleId::parse(module).map_err(|e| ResolutionError::Invalid(e.to_string()))?,
-            direct: false,
-            kind: normalize::package_kind(slot).to_owned(),
-            url: LockedPackage::oci_url(
-                &repository.registry,
-                &repository.repository,
-                chosen.tag.as_deref(),
-                &chosen.digest,
-            ),
-            owner: String::new(),
-            repo: String::new(),
-            path: String::new(),
-            commit: commit.clone(),
-            cache_key: cache_key.clone(),
-            content_hash: Some(content_hash),
-            name: normalize::package_name(slot),
-        })
+    let entry = |slot: &Path, content_hash: ContentHash| {
+        locked_entry(
+            module,
+            &repository,
+            chosen,
+            (&commit, &cache_key),
+            slot,
+            content_hash,
+        )
     };
+    // What the slot held before the pull: `None` when nothing was expected (checked after the pull).
+    let mut damaged = None;
     if let Some(expected) = expected {
         match store.check_slot(&cache_key, expected)? {
             SlotCheck::Verified(slot) => {
                 tracing::debug!(module, slot = %slot.display(), "source: the verified cache slot");
-                return Ok((entry(&slot, expected.clone())?, slot));
+                return Ok((entry(&slot, expected.clone())?, slot, false));
             }
             SlotCheck::Missing => {
                 if let Some(executables) = crate::substitute::package_from_substituters(
@@ -208,11 +211,13 @@ pub fn materialize(
                 ) {
                     let slot = store.publish(&cache_key, module, tree, expected)?;
                     store.record_executables(&slot, &executables)?;
-                    return Ok((entry(&slot, expected.clone())?, slot));
+                    return Ok((entry(&slot, expected.clone())?, slot, true));
                 }
+                damaged = Some(false);
             }
             SlotCheck::Mismatch { path, actual } => {
                 tracing::debug!(module, cache = %path.display(), %actual, "restoring a cache slot that does not match the lock from the registry");
+                damaged = Some(true);
             }
         }
     }
@@ -229,15 +234,42 @@ pub fn materialize(
         }
     }
     let content_hash = expected.cloned().unwrap_or(content_hash);
-    let slot = match store.check_slot(&cache_key, &content_hash)? {
-        SlotCheck::Verified(existing) => existing,
-        SlotCheck::Missing => store.publish(&cache_key, module, tree, &content_hash)?,
-        SlotCheck::Mismatch { .. } => {
-            store.publish_repairing(&cache_key, module, tree, &content_hash)?
-        }
+    let slot = match damaged {
+        Some(false) => store.publish(&cache_key, module, tree, &content_hash)?,
+        Some(true) => store.publish_repairing(&cache_key, module, tree, &content_hash)?,
+        None => store.verified_or_publish(&cache_key, module, tree, &content_hash)?,
     };
     store.record_executables(&slot, &executables)?;
-    Ok((entry(&slot, content_hash)?, slot))
+    Ok((entry(&slot, content_hash)?, slot, true))
+}
+
+/// The lock entry of the `oci://` package `module` pulled by `chosen` into `slot`.
+fn locked_entry(
+    module: &str,
+    repository: &OciRepository,
+    chosen: &ChosenDigest,
+    (commit, cache_key): (&CommitSha, &CacheKey),
+    slot: &Path,
+    content_hash: ContentHash,
+) -> Result<LockedPackage, ResolutionError> {
+    Ok(LockedPackage {
+        module: ModuleId::parse(module).map_err(|e| ResolutionError::Invalid(e.to_string()))?,
+        direct: false,
+        kind: normalize::package_kind(slot).to_owned(),
+        url: LockedPackage::oci_url(
+            &repository.registry,
+            &repository.repository,
+            chosen.tag.as_deref(),
+            &chosen.digest,
+        ),
+        owner: String::new(),
+        repo: String::new(),
+        path: String::new(),
+        commit: commit.clone(),
+        cache_key: cache_key.clone(),
+        content_hash: Some(content_hash),
+        name: normalize::package_name(slot),
+    })
 }
 
 /// Pulls the package by digest into `tree`, normalizes it like a download and hashes it.
@@ -286,16 +318,14 @@ pub fn fetch_locked(
             "{module}: the pack.lock entry pins no manifest digest or content hash\n  fix       run `agentpack lock`"
         )));
     };
-    if let SlotCheck::Verified(slot) = store.check_slot(&package.cache_key, expected)? {
-        tracing::debug!(module, slot = %slot.display(), "source: the verified cache slot");
-        return Ok((slot, false));
-    }
     let chosen = ChosenDigest {
         tag: pin.tag,
         digest: pin.digest,
     };
-    let (_, slot) = materialize(fetcher, store, module, &chosen, Some(expected), tree)?;
-    Ok((slot, true))
+    // One slot check: the one `materialize` makes (the lock's cache key is the one it derives).
+    let (_, slot, pulled) =
+        materialize_counted(fetcher, store, module, &chosen, Some(expected), tree)?;
+    Ok((slot, pulled))
 }
 
 #[cfg(test)]

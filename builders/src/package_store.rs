@@ -85,6 +85,19 @@ impl ScratchDir {
     }
 }
 
+/// One verified tree of a [`PackageStore::publish_batch`]: what [`PackageStore::publish`] takes.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchEntry<'a> {
+    /// The slot to point at the published tree.
+    pub cache_key: &'a CacheKey,
+    /// The store path's label (the module).
+    pub label: &'a str,
+    /// The tree, already verified to hash to `content_hash`.
+    pub tree: &'a Path,
+    /// The lock's content hash.
+    pub content_hash: &'a ContentHash,
+}
+
 /// What builders need from the store.
 pub trait PackageStore: Sync {
     /// The `sha256-tree-v1` digest of `dir`.
@@ -122,7 +135,8 @@ pub trait PackageStore: Sync {
     ) -> Result<PathBuf, StoreAccessError>;
 
     /// Like [`PackageStore::publish`] for `--repair`: when the store path named by this content already
-    /// exists but was damaged, it is restored first. The result verifies against `content_hash`.
+    /// exists but was damaged, it is replaced by `tree` (and only it: other store paths sharing its
+    /// damaged files are left for their own checks). The result verifies against `content_hash`.
     fn publish_repairing(
         &self,
         cache_key: &CacheKey,
@@ -131,7 +145,22 @@ pub trait PackageStore: Sync {
         content_hash: &ContentHash,
     ) -> Result<PathBuf, StoreAccessError>;
 
-    /// The verified slot of `cache_key`, or (missing or changed) `tree` published into it.
+    /// Publishes every verified tree of `entries` like [`PackageStore::publish`] (each slot pointed
+    /// at its tree), as one batch: the store flushes once for all of them. One result per entry, in
+    /// order; the outer error is the batch's own (nothing was published).
+    fn publish_batch(
+        &self,
+        entries: &[BatchEntry<'_>],
+    ) -> Result<Vec<Result<PathBuf, StoreAccessError>>, StoreAccessError> {
+        Ok(entries
+            .iter()
+            .map(|entry| self.publish(entry.cache_key, entry.label, entry.tree, entry.content_hash))
+            .collect())
+    }
+
+    /// The verified slot of `cache_key`, or `tree` published into it: into an empty slot as it is,
+    /// in place of a changed copy with [`PackageStore::publish_repairing`] (the store path of that
+    /// content exists but no longer matches it).
     fn verified_or_publish(
         &self,
         cache_key: &CacheKey,
@@ -141,8 +170,9 @@ pub trait PackageStore: Sync {
     ) -> Result<PathBuf, StoreAccessError> {
         match self.check_slot(cache_key, content_hash)? {
             SlotCheck::Verified(existing) => Ok(existing),
-            SlotCheck::Missing | SlotCheck::Mismatch { .. } => {
-                self.publish(cache_key, label, tree, content_hash)
+            SlotCheck::Missing => self.publish(cache_key, label, tree, content_hash),
+            SlotCheck::Mismatch { .. } => {
+                self.publish_repairing(cache_key, label, tree, content_hash)
             }
         }
     }
@@ -225,6 +255,44 @@ impl PackageStore for Store {
         Ok(path.path().to_path_buf())
     }
 
+    fn publish_batch(
+        &self,
+        entries: &[BatchEntry<'_>],
+    ) -> Result<Vec<Result<PathBuf, StoreAccessError>>, StoreAccessError> {
+        let labels: Vec<String> = entries
+            .iter()
+            .map(|entry| agentpack_store::sanitize_label(entry.label))
+            .collect();
+        let hashes: Vec<Result<TreeHash, StoreAccessError>> = entries
+            .iter()
+            .map(|entry| tree_hash(entry.content_hash))
+            .collect();
+        // Entries whose hash does not parse stay out of the batch and keep their error.
+        let mut batch = Vec::new();
+        for ((entry, label), hash) in entries.iter().zip(&labels).zip(&hashes) {
+            if let Ok(hash) = hash {
+                batch.push(agentpack_store::PackageTree::new(
+                    entry.tree,
+                    label,
+                    Some(hash),
+                ));
+            }
+        }
+        let mut published = self.publish_trees(&batch)?.into_iter();
+        Ok(entries
+            .iter()
+            .zip(hashes)
+            .map(|(entry, hash)| {
+                hash?;
+                let path = published.next().ok_or_else(|| {
+                    StoreAccessError("the store published fewer trees than it was given".to_owned())
+                })??;
+                self.set_slot(entry.cache_key.as_str(), &path)?;
+                Ok(path.path().to_path_buf())
+            })
+            .collect())
+    }
+
     fn publish_repairing(
         &self,
         cache_key: &CacheKey,
@@ -232,14 +300,13 @@ impl PackageStore for Store {
         tree: &Path,
         content_hash: &ContentHash,
     ) -> Result<PathBuf, StoreAccessError> {
-        let published = PackageStore::publish(self, cache_key, label, tree, content_hash)?;
-        if let TreeMatch::Matches = self.verify_tree(&published, content_hash)? {
-            return Ok(published);
-        }
-        // The content-addressed path exists but was edited: let the store restore it from its blobs
-        // and metadata, then publish again (a removed path is simply published anew).
-        agentpack_store::verify(self, agentpack_store::VerifyOptions { repair: true })?;
-        let published = PackageStore::publish(self, cache_key, label, tree, content_hash)?;
+        // Only this package's store path is repaired (its damaged blobs healed from `tree`, the path
+        // replaced by the verified tree): a store-wide repair would also restore the generations
+        // sharing those blobs, before the sync that stages them can name what was edited.
+        let label = agentpack_store::sanitize_label(label);
+        let repaired = self.repair_tree(tree, &label, Some(&tree_hash(content_hash)?))?;
+        self.set_slot(cache_key.as_str(), &repaired)?;
+        let published = repaired.path().to_path_buf();
         match self.verify_tree(&published, content_hash)? {
             TreeMatch::Matches => Ok(published),
             TreeMatch::Mismatch { actual } => Err(StoreAccessError(format!(

@@ -28,8 +28,16 @@ pub struct Finding {
     pub fix: String,
 }
 
-const SUPPLY_FROM_ENV: &str =
-    "remove the value and supply it through the launching environment (a `${VAR}` reference)";
+impl Finding {
+    /// A secret written into the definition: the fix is to supply it from the environment.
+    fn inline_secret(item: String, problem: impl Into<String>) -> Finding {
+        Finding {
+            item,
+            problem: problem.into(),
+            fix: "remove the value and supply it through the launching environment (a `${VAR}` reference)".to_owned(),
+        }
+    }
+}
 
 /// Every finding of `manifest` and `lock`. `private_dirs` are this host's private directories
 /// (the user's home, `AGENTPACK_HOME`) besides the well-known ones.
@@ -75,20 +83,18 @@ fn server_findings(
     let item = |field: &str| format!("[mcp.servers.{name}].{field}");
     for (key, value) in &server.env {
         if !is_reference_only(value) {
-            found.push(Finding {
-                item: item(&format!("env.{key}")),
-                problem: "an inline environment value".to_owned(),
-                fix: SUPPLY_FROM_ENV.to_owned(),
-            });
+            found.push(Finding::inline_secret(
+                item(&format!("env.{key}")),
+                "an inline environment value",
+            ));
         }
     }
     for (key, value) in &server.headers {
         if !is_reference_header(value) {
-            found.push(Finding {
-                item: item(&format!("headers.{key}")),
-                problem: "an inline header value".to_owned(),
-                fix: SUPPLY_FROM_ENV.to_owned(),
-            });
+            found.push(Finding::inline_secret(
+                item(&format!("headers.{key}")),
+                "an inline header value",
+            ));
         }
     }
     if let Some(secret) = server
@@ -97,11 +103,10 @@ fn server_findings(
         .and_then(|oauth| oauth.client_secret.as_ref())
     {
         if !is_reference_only(secret) {
-            found.push(Finding {
-                item: item("oauth.client_secret"),
-                problem: "an inline OAuth client secret".to_owned(),
-                fix: SUPPLY_FROM_ENV.to_owned(),
-            });
+            found.push(Finding::inline_secret(
+                item("oauth.client_secret"),
+                "an inline OAuth client secret",
+            ));
         }
     }
     let mut texts: Vec<(String, &str)> = Vec::new();
@@ -119,14 +124,13 @@ fn server_findings(
         if credentials.contains(&index) && !has_url_credentials(arg) && !looks_like_credential(arg)
         {
             // A credential flag's value: `--token abc`.
-            found.push(Finding {
-                item: item(&format!("args[{index}]")),
-                problem: format!(
+            found.push(Finding::inline_secret(
+                item(&format!("args[{index}]")),
+                format!(
                     "the value of the credential argument {}",
                     server.args[index - 1]
                 ),
-                fix: SUPPLY_FROM_ENV.to_owned(),
-            });
+            ));
         } else {
             texts.push((item(&format!("args[{index}]")), arg));
         }
@@ -139,11 +143,10 @@ fn server_findings(
                 fix: "remove the credentials from the URL and supply them through the launching environment".to_owned(),
             });
         } else if looks_like_credential(text) {
-            found.push(Finding {
-                item: item.clone(),
-                problem: "a value that looks like a credential".to_owned(),
-                fix: SUPPLY_FROM_ENV.to_owned(),
-            });
+            found.push(Finding::inline_secret(
+                item.clone(),
+                "a value that looks like a credential",
+            ));
         } else if let Some(path) = host_private_path(text, private_dirs) {
             found.push(Finding {
                 item: item.clone(),

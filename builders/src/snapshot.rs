@@ -13,8 +13,7 @@
 //! package store paths and generations of the same bytes, and an edit through a staged hard link
 //! would damage the one source a package is restored from offline. A kept snapshot is extracted into
 //! the fetcher's scratch on first use in a command, its archive's BLAKE3 checked on the way against
-//! the one its `snapshot.json` records (a record without one, from an older agentpack, has the
-//! extracted tree re-hashed against its `sha256-tree-v1` instead); one that no longer matches is not
+//! the one its `snapshot.json` records; one that no longer matches is not
 //! used: the repository is downloaded again for that command and a warning says so.
 //! A snapshot is not a GC root: `gc` removes it like any unreachable store path (the next command
 //! after a `gc` downloads again). Without a store, snapshots live in a scratch directory that
@@ -27,7 +26,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use agentpack_store::{hash_tree, Store, StorePath, StorePathName, TreeHash};
+use agentpack_store::{Store, StorePath, StorePathName};
 
 use crate::extract::{self, ExtractError, ExtractReport, SafeTreeWriter};
 use crate::github::git_protocol::{self, GitFetchError};
@@ -56,6 +55,11 @@ pub struct RepoSnapshot {
     pub via: FetchedVia,
     /// What extraction did (links emptied...).
     pub report: ExtractReport,
+    /// The repository paths extracted under `root` when the download was made for known packages
+    /// ([`SnapshotFetcher::prefetch_packages`]: those paths, the directories on the way and the
+    /// catalog files, see [`extract::needed_for`]); `None`: the whole repository. The kept snapshot
+    /// always holds the whole repository; asking for another path takes the whole tree from it.
+    pub only: Option<Vec<String>>,
 }
 
 /// Why a snapshot or a package could not be fetched.
@@ -82,7 +86,8 @@ pub enum FetchError {
         repo: RepoId,
         /// The commit.
         commit: String,
-        /// The rule broken.
+        /// The rule broken (its own cause, an I/O error, follows as the source).
+        #[source]
         cause: Box<ExtractError>,
     },
     /// The download crossed a limit (size, compression ratio, files); nothing else is tried.
@@ -159,16 +164,23 @@ struct Shared {
     scratch: PathBuf,
     slots: Mutex<HashMap<(String, String), Slot>>,
     store: std::sync::OnceLock<Arc<Store>>,
-    warnings: Mutex<Vec<String>>,
+    warnings: crate::warnings::WarningList,
     downloads: std::sync::atomic::AtomicUsize,
 }
 
 /// The file in a repo snapshot store path that describes it.
 pub const SNAPSHOT_RECORD: &str = "snapshot.json";
-/// The archive in a repo snapshot store path that holds the repository tree (tar+zstd).
+/// The archive in a repo snapshot store path that holds the repository tree (tar+zstd), for a
+/// snapshot fetched over the git protocol.
 pub const SNAPSHOT_ARCHIVE: &str = "tree.tar.zst";
-/// 2: the tree is [`SNAPSHOT_ARCHIVE`] (1 kept it as files under `tree/`, sharing blobs with packages).
-const SNAPSHOT_RECORD_VERSION: u32 = 2;
+/// The archive in a repo snapshot store path that holds the repository tree for a snapshot
+/// downloaded as a tarball: the tarball itself, as GitHub sent it (kept by a rename, never
+/// re-packed), extracted on use by the rules of a fresh download.
+pub const SNAPSHOT_TARBALL: &str = "tree.tar.gz";
+/// 3: the record names the archive by its BLAKE3 only (2 also carried the tree's `sha256-tree-v1`,
+/// a second pass over every file of the repository when it was kept; 1 kept the tree as files under
+/// `tree/`, sharing blobs with packages). Part of the store path name: older records are not read.
+const SNAPSHOT_RECORD_VERSION: u32 = 3;
 
 /// What `snapshot.json` records about a kept snapshot.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -180,17 +192,16 @@ struct SnapshotRecord {
     commit: String,
     /// `tarball` or `git`.
     via: String,
-    /// The `sha256-tree-v1` of the archived tree (checked after extraction when `archive_blake3` is
-    /// missing).
-    tree_hash: TreeHash,
-    /// The BLAKE3 (hex) of [`SNAPSHOT_ARCHIVE`], checked while it is extracted before every use: the
+    /// The archive's file name: [`SNAPSHOT_TARBALL`] or [`SNAPSHOT_ARCHIVE`].
+    archive: String,
+    /// The BLAKE3 (hex) of the archive, checked while it is extracted before every use: the
     /// extraction is deterministic, so matching bytes make the recorded tree without a re-hash.
-    /// Missing in records of an older agentpack.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    archive_blake3: Option<String>,
-    /// Links emptied by extraction (repository-relative).
+    archive_blake3: String,
+    /// Links emptied by extraction (repository-relative; of a tarball, the extraction on use
+    /// reports them again, for the whole tree).
     links_emptied: Vec<String>,
-    /// Files that were executable in the repository (the tree holds them 0444).
+    /// Files that were executable in the repository (the tree holds them 0444; of a tarball, the
+    /// extraction on use reports them again).
     executables: BTreeSet<String>,
     /// Regular files written, links kept.
     files: usize,
@@ -248,7 +259,7 @@ impl SnapshotFetcher {
                 scratch: scratch.path().to_path_buf(),
                 slots: Mutex::new(HashMap::new()),
                 store: std::sync::OnceLock::new(),
-                warnings: Mutex::new(Vec::new()),
+                warnings: crate::warnings::WarningList::default(),
                 downloads: std::sync::atomic::AtomicUsize::new(0),
             }),
             _scratch: scratch,
@@ -301,13 +312,7 @@ impl SnapshotFetcher {
     /// Warnings collected so far (a damaged or unkeepable snapshot, a substituter that failed),
     /// emptied.
     pub fn take_warnings(&self) -> Vec<String> {
-        let mut warnings = std::mem::take(
-            &mut *self
-                .shared
-                .warnings
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
+        let mut warnings = self.shared.warnings.take();
         warnings.extend(self.oci.substituters.take_warnings());
         warnings
     }
@@ -339,11 +344,43 @@ impl SnapshotFetcher {
         &self,
         wanted: &[(RepoId, String)],
     ) -> Vec<Result<Arc<RepoSnapshot>, FetchError>> {
-        if wanted.len() < 2 {
-            return wanted
+        let wanted: Vec<(RepoId, String, Option<Vec<String>>)> = wanted
+            .iter()
+            .map(|(repo, commit)| (repo.clone(), commit.clone(), None))
+            .collect();
+        self.prefetch_with(wanted)
+    }
+
+    /// [`SnapshotFetcher::prefetch`] for the packages at the given paths of each (repository,
+    /// commit): a download extracts only what they need ([`RepoSnapshot::only`]; the kept snapshot
+    /// still holds the whole repository). A later call for another path of the same pair takes the
+    /// whole tree from the kept snapshot.
+    pub fn prefetch_packages(
+        &self,
+        wanted: &[(RepoId, String, Vec<String>)],
+    ) -> Vec<Result<Arc<RepoSnapshot>, FetchError>> {
+        let wanted: Vec<(RepoId, String, Option<Vec<String>>)> = wanted
+            .iter()
+            .map(|(repo, commit, paths)| (repo.clone(), commit.clone(), Some(paths.clone())))
+            .collect();
+        self.prefetch_with(wanted)
+    }
+
+    fn prefetch_with(
+        &self,
+        wanted: Vec<(RepoId, String, Option<Vec<String>>)>,
+    ) -> Vec<Result<Arc<RepoSnapshot>, FetchError>> {
+        let one_by_one = |wanted: &[(RepoId, String, Option<Vec<String>>)]| {
+            wanted
                 .iter()
-                .map(|(repo, commit)| self.snapshot(repo, commit))
-                .collect();
+                .map(|(repo, commit, paths)| {
+                    let paths = paths.as_deref();
+                    self.shared.snapshot_covering(repo, commit, paths, paths)
+                })
+                .collect()
+        };
+        if wanted.len() < 2 {
+            return one_by_one(&wanted);
         }
         let runtime = match tokio::runtime::Builder::new_current_thread()
             .max_blocking_threads(CONCURRENT_FETCHES)
@@ -354,19 +391,22 @@ impl SnapshotFetcher {
             Err(error) => {
                 // No threads to spare: one after another, as before.
                 tracing::debug!(%error, "no runtime for concurrent fetches; fetching one after another");
-                return wanted
-                    .iter()
-                    .map(|(repo, commit)| self.snapshot(repo, commit))
-                    .collect();
+                return one_by_one(&wanted);
             }
         };
         runtime.block_on(async {
             let mut tasks = tokio::task::JoinSet::new();
-            for (index, (repo, commit)) in wanted.iter().enumerate() {
+            for (index, (repo, commit, paths)) in wanted.iter().enumerate() {
                 let shared = Arc::clone(&self.shared);
-                let (repo, commit) = (repo.clone(), commit.clone());
+                let (repo, commit, paths) = (repo.clone(), commit.clone(), paths.clone());
                 // The runtime runs at most CONCURRENT_FETCHES blocking tasks; the others queue.
-                tasks.spawn_blocking(move || (index, shared.snapshot(&repo, &commit)));
+                tasks.spawn_blocking(move || {
+                    let paths = paths.as_deref();
+                    (
+                        index,
+                        shared.snapshot_covering(&repo, &commit, paths, paths),
+                    )
+                });
             }
             let mut results: Vec<Option<Result<Arc<RepoSnapshot>, FetchError>>> =
                 (0..wanted.len()).map(|_| None).collect();
@@ -381,8 +421,8 @@ impl SnapshotFetcher {
             }
             results
                 .into_iter()
-                .zip(wanted)
-                .map(|(result, (repo, commit))| {
+                .zip(&wanted)
+                .map(|(result, (repo, commit, _))| {
                     result.unwrap_or_else(|| {
                         Err(FetchError::Io {
                             path: PathBuf::from(format!("github.com/{repo}@{commit}")),
@@ -392,6 +432,19 @@ impl SnapshotFetcher {
                 })
                 .collect()
         })
+    }
+
+    /// A snapshot of `repo` at `commit` that holds `path` (repository-relative): the one a prefetch
+    /// of its packages extracted, or the whole tree.
+    pub fn snapshot_for(
+        &self,
+        repo: &RepoId,
+        commit: &str,
+        path: &str,
+    ) -> Result<Arc<RepoSnapshot>, FetchError> {
+        let wanted = [path.trim_matches('/').to_owned()];
+        self.shared
+            .snapshot_covering(repo, commit, Some(&wanted), None)
     }
 
     /// Copies the package at `path` of `repo` at `commit` into `destination` (which must not exist or
@@ -414,17 +467,24 @@ impl Shared {
 
     fn warn(&self, message: String) {
         tracing::warn!("{message}");
-        let mut warnings = self
-            .warnings
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !warnings.contains(&message) {
-            warnings.push(message);
-        }
+        self.warnings.push(message);
     }
 
     /// The snapshot of `repo` at `commit`, downloading it on first use.
     fn snapshot(&self, repo: &RepoId, commit: &str) -> Result<Arc<RepoSnapshot>, FetchError> {
+        self.snapshot_covering(repo, commit, None, None)
+    }
+
+    /// A snapshot of `repo` at `commit` holding `paths` (`None`: the whole repository): the one this
+    /// fetcher has when it covers them, else the kept one (whole), else a download, which extracts
+    /// only what `extract_only` needs (the whole tarball is kept in the store all the same).
+    fn snapshot_covering(
+        &self,
+        repo: &RepoId,
+        commit: &str,
+        paths: Option<&[String]>,
+        extract_only: Option<&[String]>,
+    ) -> Result<Arc<RepoSnapshot>, FetchError> {
         let key = (repo.key(), commit.to_ascii_lowercase());
         let slot = {
             let mut slots = self
@@ -437,8 +497,13 @@ impl Shared {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(existing) = guard.as_ref() {
-            return Ok(Arc::clone(existing));
+            if covers(existing, paths) {
+                return Ok(Arc::clone(existing));
+            }
         }
+        // A part of the tree was extracted in this command: the rest comes from the kept snapshot,
+        // else (not kept) a download of the whole tree.
+        let extract_only = if guard.is_some() { None } else { extract_only };
         let kept = match self.store() {
             Some(store) => load_kept(
                 store,
@@ -455,27 +520,30 @@ impl Shared {
                 snapshot
             }
             Kept::Missing => {
-                let downloaded = self.download_counted(repo, &key.1)?;
-                match self.store() {
-                    Some(store) => match keep(store, &downloaded) {
-                        Ok(()) => downloaded,
-                        Err(reason) => {
-                            self.warn(format!(
-                                "warning: could not keep the download of github.com/{repo} at {} in the store ({reason}); the next command downloads it again\n  fix       run `agentpack store verify` and check the store's free space and permissions",
-                                key.1
-                            ));
-                            downloaded
-                        }
-                    },
-                    None => downloaded,
+                let (downloaded, tarball) = self.download_counted(repo, &key.1, extract_only)?;
+                if let Some(store) = self.store() {
+                    if let Err(reason) = keep(store, &downloaded, tarball.as_deref()) {
+                        self.warn(format!(
+                            "warning: could not keep the download of github.com/{repo} at {} in the store ({reason}); the next command downloads it again\n  fix       run `agentpack store verify` and check the store's free space and permissions",
+                            key.1
+                        ));
+                    }
                 }
+                if let Some(tarball) = tarball {
+                    let _ = fs_err::remove_file(tarball);
+                }
+                downloaded
             }
             Kept::Damaged(reason) => {
                 self.warn(format!(
                     "warning: the kept snapshot of github.com/{repo} at {} was changed ({reason}); not used, downloaded again\n  fix       run `agentpack store verify --repair`, or `agentpack gc` to drop it",
                     key.1
                 ));
-                self.download_counted(repo, &key.1)?
+                let (downloaded, tarball) = self.download_counted(repo, &key.1, None)?;
+                if let Some(tarball) = tarball {
+                    let _ = fs_err::remove_file(tarball);
+                }
+                downloaded
             }
         };
         let snapshot = Arc::new(snapshot);
@@ -483,15 +551,21 @@ impl Shared {
         Ok(snapshot)
     }
 
-    fn download_counted(&self, repo: &RepoId, commit: &str) -> Result<RepoSnapshot, FetchError> {
-        self.downloads
+    /// A download of `repo` at `commit` (of what `paths` need, see [`RepoSnapshot::only`]) and the
+    /// tarball it came from, left in the scratch directory for [`keep`] (`None` over the git
+    /// protocol).
+    fn download_counted(
+        &self,
+        repo: &RepoId,
+        commit: &str,
+        paths: Option<&[String]>,
+    ) -> Result<(RepoSnapshot, Option<PathBuf>), FetchError> {
+        let number = self
+            .downloads
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.download(repo, commit)
-    }
-
-    fn download(&self, repo: &RepoId, commit: &str) -> Result<RepoSnapshot, FetchError> {
+        // Numbered: a part extracted earlier may still be read while the whole tree comes in.
         let name = format!(
-            "{}-{}-{commit}",
+            "{}-{}-{commit}-{number}",
             repo.owner.to_ascii_lowercase(),
             repo.repo.to_ascii_lowercase()
         );
@@ -515,16 +589,26 @@ impl Shared {
                         path: archive.clone(),
                         cause: source,
                     })?;
-                    let extracted = extract::extract_github_tarball_limited(
+                    let only: Option<Vec<String>> = paths.map(|paths| {
+                        paths
+                            .iter()
+                            .map(|p| p.trim_matches('/').to_owned())
+                            .collect()
+                    });
+                    let extracted = extract::extract_github_tarball_only(
                         std::io::BufReader::new(file),
                         &tree,
                         &self.resolver.config().limits,
+                        &|path| {
+                            only.as_deref()
+                                .is_none_or(|only| extract::needed_for(only, path))
+                        },
                     );
-                    let _ = fs_err::remove_file(&archive);
                     let report = match extracted {
                         Ok(report) => report,
                         Err(error) => {
                             // Nothing half-extracted stays behind.
+                            let _ = fs_err::remove_file(&archive);
                             let _ = fs_err::remove_dir_all(&tree);
                             return Err(match error {
                                 ExtractError::Limit(source) => FetchError::Limit {
@@ -536,13 +620,15 @@ impl Shared {
                             });
                         }
                     };
-                    return Ok(RepoSnapshot {
+                    let snapshot = RepoSnapshot {
                         repo: repo.clone(),
                         commit: commit.to_owned(),
                         root: tree,
                         via: FetchedVia::Tarball,
                         report,
-                    });
+                        only,
+                    };
+                    return Ok((snapshot, Some(archive)));
                 }
                 Err(SourceFailure::Limit(source)) => {
                     return Err(FetchError::Limit {
@@ -570,13 +656,17 @@ impl Shared {
                 format!("the git tree of github.com/{repo} at {commit}"),
             );
         match git_protocol::fetch_commit_tree(self.resolver.config(), repo, commit, &mut writer) {
-            Ok(()) => Ok(RepoSnapshot {
-                repo: repo.clone(),
-                commit: commit.to_owned(),
-                root: tree,
-                via: FetchedVia::GitProtocol,
-                report: writer.finish(),
-            }),
+            Ok(()) => Ok((
+                RepoSnapshot {
+                    repo: repo.clone(),
+                    commit: commit.to_owned(),
+                    root: tree,
+                    via: FetchedVia::GitProtocol,
+                    report: writer.finish(),
+                    only: None,
+                },
+                None,
+            )),
             Err(GitFetchError::Extract(ExtractError::Limit(source)))
             | Err(GitFetchError::Source(SourceFailure::Limit(source))) => {
                 let _ = fs_err::remove_dir_all(&tree);
@@ -608,12 +698,13 @@ impl Shared {
         path: &str,
         destination: &Path,
     ) -> Result<ExtractReport, FetchError> {
-        let snapshot = self.snapshot(repo, commit)?;
         let clean = extract::clean_relative(path).map_err(|source| FetchError::Unsafe {
             repo: repo.clone(),
             commit: commit.to_owned(),
             cause: Box::new(source),
         })?;
+        let snapshot =
+            self.snapshot_covering(repo, commit, Some(std::slice::from_ref(&clean)), None)?;
         let source = if clean.is_empty() {
             snapshot.root.clone()
         } else {
@@ -679,7 +770,17 @@ fn load_kept(
             record_path.display()
         ));
     }
-    let archive = path.path().join(SNAPSHOT_ARCHIVE);
+    let tarball = match record.archive.as_str() {
+        SNAPSHOT_TARBALL => true,
+        SNAPSHOT_ARCHIVE => false,
+        other => {
+            return Kept::Damaged(format!(
+                "{} names an unknown archive {other:?}",
+                record_path.display()
+            ))
+        }
+    };
+    let archive = path.path().join(&record.archive);
     let root = scratch.join(format!(
         "kept-{}-{}-{}",
         repo.owner.to_ascii_lowercase(),
@@ -689,42 +790,45 @@ fn load_kept(
     if root.exists() && fs_err::remove_dir_all(&root).is_err() {
         return Kept::Damaged(format!("cannot clear {}", root.display()));
     }
+    let what = format!("the kept snapshot of github.com/{repo}");
     let extracted = fs_err::File::open(&archive)
         .map_err(|e| e.to_string())
         .and_then(|file| {
             let mut hashed = Blake3Tee::new(std::io::BufReader::new(file));
-            crate::oci::archive::read_tree(
-                &mut hashed,
-                crate::oci::archive::Compression::Zstd,
-                &root,
-                limits,
-                &format!("the kept snapshot of github.com/{repo}"),
-            )
-            .map_err(|e| e.to_string())?;
-            // Bytes after the end of the tar count too.
+            // A tarball is extracted by the rules of a fresh download, which report its
+            // executables and emptied links again; the tar+zstd of a git fetch holds the tree.
+            let report = if tarball {
+                Some(
+                    extract::extract_github_tarball_limited(&mut hashed, &root, limits)
+                        .map_err(|e| e.to_string())?,
+                )
+            } else {
+                crate::oci::archive::read_tree(
+                    &mut hashed,
+                    crate::oci::archive::Compression::Zstd,
+                    &root,
+                    limits,
+                    &what,
+                )
+                .map_err(|e| e.to_string())?;
+                None
+            };
+            // Bytes after the end of the archive count too.
             std::io::copy(&mut hashed, &mut std::io::sink()).map_err(|e| e.to_string())?;
-            Ok(hashed.hasher.finalize())
+            Ok((hashed.hasher.finalize(), report))
         });
     // `Some(reason)` when the archive is not the one recorded.
-    let changed = extracted.and_then(|digest| match &record.archive_blake3 {
-        Some(recorded) => Ok((digest.to_hex().as_str() != recorded).then(|| {
+    let mut extracted_report = None;
+    let changed = extracted.map(|(digest, report)| {
+        extracted_report = report;
+        let recorded = &record.archive_blake3;
+        (digest.to_hex().as_str() != recorded).then(|| {
             format!(
                 "{} hashes to blake3:{}, not the recorded blake3:{recorded}",
                 archive.display(),
                 digest.to_hex()
             )
-        })),
-        None => hash_tree(&root)
-            .map(|actual| {
-                (actual != record.tree_hash).then(|| {
-                    format!(
-                        "{} holds a tree that hashes to {actual}, not {}",
-                        archive.display(),
-                        record.tree_hash
-                    )
-                })
-            })
-            .map_err(|e| e.to_string()),
+        })
     });
     match changed {
         Ok(None) => {}
@@ -747,33 +851,65 @@ fn load_kept(
         } else {
             FetchedVia::Tarball
         },
-        report: ExtractReport {
+        report: extracted_report.unwrap_or(ExtractReport {
             files: record.files,
             links_kept: record.links_kept,
             links_emptied: record.links_emptied,
             executables: record.executables,
-        },
+        }),
+        only: None,
     })
 }
 
-/// Publishes `downloaded` as the repo snapshot store path of its (repo, commit) (its tree as one
-/// archive, see the module docs), or says why it could not be kept.
-fn keep(store: &Store, downloaded: &RepoSnapshot) -> Result<(), String> {
+/// Whether `snapshot` holds every path of `paths` (`None`: the whole repository).
+fn covers(snapshot: &RepoSnapshot, paths: Option<&[String]>) -> bool {
+    match (&snapshot.only, paths) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(only), Some(paths)) => paths.iter().all(|path| {
+            let path = path.trim_matches('/');
+            only.iter().any(|extracted| {
+                extracted.is_empty()
+                    || path == extracted
+                    || path
+                        .strip_prefix(extracted.as_str())
+                        .is_some_and(|rest| rest.starts_with('/'))
+            })
+        }),
+    }
+}
+
+/// Publishes `downloaded` as the repo snapshot store path of its (repo, commit), or says why it
+/// could not be kept: `tarball` (what the download came from) moved in as [`SNAPSHOT_TARBALL`],
+/// else (a git fetch, always the whole tree) the tree packed as [`SNAPSHOT_ARCHIVE`].
+fn keep(store: &Store, downloaded: &RepoSnapshot, tarball: Option<&Path>) -> Result<(), String> {
     let name = snapshot_name(&downloaded.repo, &downloaded.commit);
     let _published: StorePath = store
         .publish_built(&name, &[], |out, _final_path| {
-            let archive = out.join(SNAPSHOT_ARCHIVE);
-            let file = std::io::BufWriter::new(fs_err::File::create(&archive)?);
-            let mut encoder =
-                zstd::Encoder::new(Blake3Tee::new(file), crate::oci::archive::ZSTD_LEVEL)?;
-            encoder.include_checksum(false)?;
-            crate::oci::archive::write_tar(
-                &downloaded.root,
-                &downloaded.report.executables,
-                &mut encoder,
-            )?;
-            let mut hashed = encoder.finish()?;
-            std::io::Write::flush(&mut hashed)?;
+            let (archive, digest) = match tarball {
+                Some(tarball) => {
+                    let archive = out.join(SNAPSHOT_TARBALL);
+                    fs_err::rename(tarball, &archive)?;
+                    let mut hashed = Blake3Tee::new(fs_err::File::open(&archive)?);
+                    std::io::copy(&mut hashed, &mut std::io::sink())?;
+                    (SNAPSHOT_TARBALL, hashed.hasher.finalize())
+                }
+                None => {
+                    let archive = out.join(SNAPSHOT_ARCHIVE);
+                    let file = std::io::BufWriter::new(fs_err::File::create(&archive)?);
+                    let mut encoder =
+                        zstd::Encoder::new(Blake3Tee::new(file), crate::oci::archive::ZSTD_LEVEL)?;
+                    encoder.include_checksum(false)?;
+                    crate::oci::archive::write_tar(
+                        &downloaded.root,
+                        &downloaded.report.executables,
+                        &mut encoder,
+                    )?;
+                    let mut hashed = encoder.finish()?;
+                    std::io::Write::flush(&mut hashed)?;
+                    (SNAPSHOT_ARCHIVE, hashed.hasher.finalize())
+                }
+            };
             let record = SnapshotRecord {
                 version: SNAPSHOT_RECORD_VERSION,
                 repo: downloaded.repo.key(),
@@ -782,8 +918,8 @@ fn keep(store: &Store, downloaded: &RepoSnapshot) -> Result<(), String> {
                     FetchedVia::Tarball => "tarball".to_owned(),
                     FetchedVia::GitProtocol => "git".to_owned(),
                 },
-                tree_hash: hash_tree(&downloaded.root)?,
-                archive_blake3: Some(hashed.hasher.finalize().to_hex().to_string()),
+                archive: archive.to_owned(),
+                archive_blake3: digest.to_hex().to_string(),
                 links_emptied: downloaded.report.links_emptied.clone(),
                 executables: downloaded.report.executables.clone(),
                 files: downloaded.report.files,
@@ -858,6 +994,7 @@ mod tests {
                 links_emptied: vec!["skills/a/outside".to_owned()],
                 executables: BTreeSet::from(["run.sh".to_owned()]),
             },
+            only: None,
         }
     }
 
@@ -874,7 +1011,7 @@ mod tests {
         assert!(matches!(load(&repo, commit), Kept::Missing));
 
         let downloaded = scratch_snapshot(dir.path(), &repo);
-        keep(&store, &downloaded).unwrap();
+        keep(&store, &downloaded, None).unwrap();
         let kept_path = store.get(&snapshot_name(&repo, commit)).unwrap();
         // One archive, no file of the tree: nothing shares an inode with a package's blobs.
         let mut names: Vec<String> = fs_err::read_dir(kept_path.path())
@@ -907,7 +1044,7 @@ mod tests {
             Kept::Missing
         ));
 
-        // A record of an older agentpack (no archive digest) is checked by the extracted tree's hash.
+        // A record without the archive's digest (an older layout) is not used.
         fs_err::set_permissions(kept_path.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let record_path = kept_path.path().join(SNAPSHOT_RECORD);
         let recorded = fs_err::read(&record_path).unwrap();
@@ -919,9 +1056,11 @@ mod tests {
             fs_err::write(&record_path, bytes).unwrap();
         };
         write_record(&serde_json::to_vec(&legacy).unwrap());
+        assert!(matches!(load(&repo, commit), Kept::Damaged(_)));
+        write_record(&recorded);
         assert!(matches!(load(&repo, commit), Kept::Usable(_)));
 
-        // The archive replaced by another tree's: not usable, by either check.
+        // The archive replaced by another tree's: not usable.
         let other = dir.path().join("other");
         fs_err::create_dir_all(&other).unwrap();
         fs_err::write(other.join("SKILL.md"), "changed").unwrap();
@@ -929,13 +1068,6 @@ mod tests {
         let archive = kept_path.path().join(SNAPSHOT_ARCHIVE);
         fs_err::remove_file(&archive).unwrap();
         fs_err::write(&archive, forged).unwrap();
-        match load(&repo, commit) {
-            Kept::Damaged(reason) => {
-                assert!(reason.contains("holds a tree that hashes to"), "{reason}")
-            }
-            _ => panic!("a changed snapshot is refused"),
-        }
-        write_record(&recorded);
         match load(&repo, commit) {
             Kept::Damaged(reason) => assert!(reason.contains("hashes to blake3:"), "{reason}"),
             _ => panic!("a changed snapshot is refused"),

@@ -27,7 +27,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use agentpack_store::Store;
-use base64::Engine as _;
 
 use crate::limits::Limits;
 use crate::npm::exec_spec::{ExecSpec, ExecTreeEntry};
@@ -43,28 +42,8 @@ pub const TARBALL_SUFFIX: &str = ".tgz";
 /// strongest hash of its SRI integrity agentpack checks (sha512, sha384, sha256). `None` when the
 /// integrity names none (such a tarball cannot be checked, so it is never cached).
 pub fn tarball_file_name(integrity: &str) -> Option<String> {
-    let mut best: Option<(u8, &str, Vec<u8>)> = None;
-    for item in integrity.split_whitespace() {
-        let Some((algorithm, value)) = item.split_once('-') else {
-            continue;
-        };
-        let value = value.split('?').next().unwrap_or(value);
-        let rank = match algorithm {
-            "sha512" => 3,
-            "sha384" => 2,
-            "sha256" => 1,
-            _ => continue,
-        };
-        let Ok(digest) = base64::engine::general_purpose::STANDARD.decode(value) else {
-            continue;
-        };
-        if best.as_ref().is_none_or(|(r, _, _)| rank > *r) {
-            best = Some((rank, algorithm, digest));
-        }
-    }
-    best.map(|(_, algorithm, digest)| {
-        format!("{algorithm}-{}{TARBALL_SUFFIX}", hex::encode(digest))
-    })
+    integrity::strongest_decoded(integrity)
+        .map(|(algorithm, digest)| format!("{algorithm}-{}{TARBALL_SUFFIX}", hex::encode(digest)))
 }
 
 /// How messages name a tree: `the npm tree of @scope/server@1.2.0`.

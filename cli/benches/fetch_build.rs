@@ -48,37 +48,8 @@ fn marketplace(github: &FakeGitHub) -> (Vec<String>, Vec<Repository>) {
         let repo = github.repo("bench", &name);
         let mut paths = Vec::new();
         for p in 0..PLUGINS {
-            let dir = format!("plugins/p{p}");
-            repo.write(
-                &format!("{dir}/.claude-plugin/plugin.json"),
-                format!(
-                    r#"{{"name":"m{r}-p{p}","version":"1.0.0","description":"plugin {p} of marketplace {r}"}}"#
-                ),
-            );
-            for s in 0..3 {
-                repo.write(
-                    &format!("{dir}/skills/s{s}/SKILL.md"),
-                    format!(
-                        "---\nname: m{r}-p{p}-s{s}\ndescription: skill {s} of plugin {p}\n---\n\n{}",
-                        "Follow the steps.\n".repeat(30)
-                    ),
-                );
-                repo.write(
-                    &format!("{dir}/skills/s{s}/reference.md"),
-                    format!("reference {r} {p} {s}\n").repeat(80),
-                );
-            }
-            for c in 0..2 {
-                repo.write(
-                    &format!("{dir}/commands/c{c}.md"),
-                    format!("---\ndescription: command {c}\n---\nRun command {c} of m{r}-p{p}.\n"),
-                );
-            }
-            repo.write(
-                &format!("{dir}/agents/reviewer.md"),
-                format!("---\nname: m{r}-p{p}-reviewer\ndescription: reviews\n---\nReview.\n"),
-            );
-            deps.push(format!("\"github.com/bench/{name}/{dir}\" = \"^1.0\""));
+            let (dir, dependency) = support::write_market_plugin(&repo, &name, r, p);
+            deps.push(dependency);
             paths.push(dir);
         }
         for d in 0..60 {

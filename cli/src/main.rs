@@ -11,6 +11,7 @@ mod context;
 mod env;
 mod environment;
 mod evidence;
+mod fs_transaction;
 mod logging;
 mod mode_generations;
 mod output;

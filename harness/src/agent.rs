@@ -24,7 +24,7 @@ use std::path::Path;
 
 use crate::launch::command::LaunchRequest;
 use crate::launch::home_layer::{self, HomeLayerError, HomeLayerRequest, PreparedHome};
-use crate::plan::RenderPlan;
+use crate::plan::{RenderPlan, SecretLayer};
 use crate::render::eject::{self, EjectPlan, SourceFile};
 use crate::render::hooks::{self, HookFormat};
 use crate::render::{self, Context};
@@ -123,15 +123,49 @@ pub struct AgentProfile {
     pub workspace_link: Option<WorkspaceLink>,
     /// Places the agent reads that agentpack does not stage (what `preflight` lists), in order.
     pub native_places: &'static [NativePlace],
-    /// How eject registers the agent's copy in the project; `None`: eject refuses it (see
-    /// [`eject::refusal`]).
-    pub eject: Option<EjectRegisterFn>,
+    /// What eject does for the agent; `None`: eject refuses it (see [`eject::refusal`]).
+    pub eject: Option<Eject>,
     /// The agent's renderer (its module in [`crate::render`]).
     pub(crate) render: fn(&Context<'_>) -> RenderPlan,
 }
 
 /// Registers an ejected copy in the project files the agent reads.
 pub type EjectRegisterFn = fn(&[SourceFile], &str, &mut EjectPlan);
+
+/// Names, per MCP server, the secret-bearing values an ejected copy lacks, from the agent's
+/// [`SecretLayer`] (never a value).
+pub type EjectSecretWarningsFn = fn(&SecretLayer) -> Vec<String>;
+
+/// What eject does for an agent.
+pub struct Eject {
+    /// The directories of the staged tree eject copies to where the agent reads them in a
+    /// project, in order (before [`Eject::register`] runs).
+    pub dirs: &'static [EjectDir],
+    /// Registers the copy in the project files the agent reads (MCP servers, hooks, settings).
+    pub register: EjectRegisterFn,
+    /// Set when the agent's secret-bearing MCP values never enter the generation (the launcher
+    /// merges them into its home layer): eject has them rendered in memory and warns with this.
+    /// `None`: the staged `${AGENTPACK_...}` references already name what is missing.
+    pub secret_warnings: Option<EjectSecretWarningsFn>,
+}
+
+/// A directory of the agent's staged tree that eject copies into the project.
+pub struct EjectDir {
+    /// Below [`AgentProfile::staged_root`].
+    pub staged: &'static str,
+    /// Relative to the project root.
+    pub project: &'static str,
+    /// Each entry is a unit (a skill directory) that eject must own as a whole.
+    pub units: bool,
+}
+
+const fn eject_dir(staged: &'static str, project: &'static str, units: bool) -> EjectDir {
+    EjectDir {
+        staged,
+        project,
+        units,
+    }
+}
 
 /// How the agent's binary is found and run.
 pub struct Launcher {
@@ -263,8 +297,10 @@ pub enum Lsp {
 
 /// The writable per-user home a launch prepares.
 pub struct HomeLayer {
-    /// The variable that points the agent at it (`None`: the agent runs without a layer).
+    /// The variable that points the agent at it (`None`: the agent runs without a layer); set to
+    /// the [`PreparedHome::root`] that `prepare` made.
     pub env_var: Option<&'static str>,
+    /// Makes the layer and sets [`PreparedHome::root`] (and what else the agent needs).
     pub(crate) prepare: Option<PrepareFn>,
     /// Copies what the agent changed in its layer back after it exited.
     pub(crate) after_exit: Option<AfterExitFn>,
@@ -429,7 +465,15 @@ const TABLE: [AgentProfile; Agent::COUNT] = [
             ws(".claude/agents", AGENTS),
             ws("CLAUDE.md", None),
         ],
-        eject: Some(eject::register::claude),
+        eject: Some(Eject {
+            dirs: &[
+                eject_dir("skills", ".claude/skills", true),
+                eject_dir("commands", ".claude/commands", false),
+                eject_dir("agents", ".claude/agents", false),
+            ],
+            register: eject::register::claude,
+            secret_warnings: None,
+        }),
         render: render::claude::render,
     },
     AgentProfile {
@@ -480,7 +524,16 @@ const TABLE: [AgentProfile; Agent::COUNT] = [
             ws(".cursor/commands", COMMANDS),
             ws("AGENTS.md", None),
         ],
-        eject: Some(eject::register::cursor),
+        eject: Some(Eject {
+            dirs: &[
+                eject_dir("agentpack-bundle/rules", ".cursor/rules", false),
+                eject_dir("agentpack-bundle/commands", ".cursor/commands", false),
+                eject_dir("agentpack-bundle/agents", ".cursor/agents", false),
+                eject_dir("agentpack-bundle/skills", ".cursor/skills", true),
+            ],
+            register: eject::register::cursor,
+            secret_warnings: None,
+        }),
         render: render::cursor::render,
     },
     AgentProfile {
@@ -570,7 +623,15 @@ const TABLE: [AgentProfile; Agent::COUNT] = [
             ws(".codex/skills", SKILLS),
             ws("AGENTS.md", None),
         ],
-        eject: Some(eject::register::codex),
+        eject: Some(Eject {
+            // Custom agents: Codex reads a trusted project's `.codex/agents/<name>.toml`.
+            dirs: &[
+                eject_dir("skills", ".agents/skills", true),
+                eject_dir("agents", ".codex/agents", false),
+            ],
+            register: eject::register::codex,
+            secret_warnings: Some(eject::register::codex_layer_secret_warnings),
+        }),
         render: render::codex::render,
     },
     AgentProfile {
@@ -640,7 +701,12 @@ const TABLE: [AgentProfile; Agent::COUNT] = [
             why: "Antigravity reads the workspace plugin only from the checkout, so its launch links ./.agents/plugins/agentpack-bundle there",
         }),
         native_places: &[home(".gemini/GEMINI.md", None), ws("AGENTS.md", None)],
-        eject: Some(eject::register::antigravity),
+        eject: Some(Eject {
+            // The whole bundle, as one directory (see the register function).
+            dirs: &[],
+            register: eject::register::antigravity,
+            secret_warnings: None,
+        }),
         render: render::antigravity::render,
     },
 ];

@@ -81,55 +81,60 @@ impl ModeFilter {
         self.base == ModeBase::All
     }
 
-    /// Whether the package as a whole is selected (before `package-path:` selectors).
-    pub fn package_selected(&self, module: &str) -> bool {
-        let matches = |s: &Selector| matches!(s, Selector::Package(m) if m.as_str() == module);
-        if self.disable.iter().any(matches) {
+    /// What the selectors for which `matches` holds decide: a `disable` one wins, then an `enable`
+    /// one; with neither, `otherwise`.
+    fn decide(&self, matches: impl Fn(&Selector) -> bool, otherwise: bool) -> bool {
+        if self.disable.iter().any(&matches) {
             false
-        } else if self.enable.iter().any(matches) {
+        } else if self.enable.iter().any(&matches) {
             true
         } else {
-            self.base_selected()
+            otherwise
         }
+    }
+
+    /// The path rules of the selectors for which `path` names a path (`enable` ones first, then
+    /// `disable` ones, each in the order written).
+    fn path_rules(&self, path: impl Fn(&Selector) -> Option<&str>) -> Vec<PathRule> {
+        let mut rules = Vec::new();
+        for (selected, list) in [(true, &self.enable), (false, &self.disable)] {
+            for prefix in list.iter().filter_map(&path) {
+                rules.push(PathRule {
+                    prefix: prefix.trim_end_matches('/').to_owned(),
+                    selected,
+                });
+            }
+        }
+        rules
+    }
+
+    /// Whether the package as a whole is selected (before `package-path:` selectors).
+    pub fn package_selected(&self, module: &str) -> bool {
+        self.decide(
+            |s| matches!(s, Selector::Package(m) if m.as_str() == module),
+            self.base_selected(),
+        )
     }
 
     /// The path filter for one package's files.
     pub fn package_filter(&self, module: &str) -> PathFilter {
-        let mut rules = Vec::new();
-        for (selected, list) in [(true, &self.enable), (false, &self.disable)] {
-            for selector in list {
-                if let Selector::PackagePath { module: m, path } = selector {
-                    if m.as_str() == module {
-                        rules.push(PathRule {
-                            prefix: path.trim_end_matches('/').to_owned(),
-                            selected,
-                        });
-                    }
-                }
-            }
-        }
         PathFilter {
             default: self.package_selected(module),
-            rules,
+            rules: self.path_rules(|selector| match selector {
+                Selector::PackagePath { module: m, path } if m.as_str() == module => Some(path),
+                _ => None,
+            }),
         }
     }
 
     /// The path filter for the project's `./.agents/` overlay.
     pub fn overlay_filter(&self) -> PathFilter {
-        let mut rules = Vec::new();
-        for (selected, list) in [(true, &self.enable), (false, &self.disable)] {
-            for selector in list {
-                if let Selector::Agents(path) = selector {
-                    rules.push(PathRule {
-                        prefix: path.trim_end_matches('/').to_owned(),
-                        selected,
-                    });
-                }
-            }
-        }
         PathFilter {
             default: self.base_selected(),
-            rules,
+            rules: self.path_rules(|selector| match selector {
+                Selector::Agents(path) => Some(path),
+                _ => None,
+            }),
         }
     }
 
@@ -137,14 +142,7 @@ impl ModeFilter {
     /// selector: for a plugin server, whether its package (and definition file) is selected; for a
     /// manifest or `.agents` server, pass [`ModeFilter::base_includes_mcp`].
     pub fn mcp_selected(&self, name: &str, inherited: bool) -> bool {
-        let matches = |s: &Selector| matches!(s, Selector::Mcp(n) if n == name);
-        if self.disable.iter().any(matches) {
-            false
-        } else if self.enable.iter().any(matches) {
-            true
-        } else {
-            inherited
-        }
+        self.decide(|s| matches!(s, Selector::Mcp(n) if n == name), inherited)
     }
 
     /// Whether any `mcp:<name>` selector is enabled (then servers of sources the mode otherwise

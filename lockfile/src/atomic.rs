@@ -64,29 +64,10 @@ pub fn read_regular_to_string(path: &Path) -> std::io::Result<String> {
 }
 
 fn not_regular(path: &Path, meta: &std::fs::Metadata) -> std::io::Error {
-    #[cfg(unix)]
-    let kind = {
-        use std::os::unix::fs::FileTypeExt as _;
-        let t = meta.file_type();
-        if t.is_fifo() {
-            "a FIFO"
-        } else if t.is_socket() {
-            "a socket"
-        } else if t.is_char_device() {
-            "a character device"
-        } else if t.is_block_device() {
-            "a block device"
-        } else if t.is_dir() {
-            "a directory"
-        } else {
-            "not a regular file"
-        }
-    };
-    #[cfg(not(unix))]
-    let kind = if meta.is_dir() {
-        "a directory"
-    } else {
-        "not a regular file"
+    let kind = match agentpack_fs::special_file_kind(&meta.file_type()) {
+        Some(special) => format!("a {special}"),
+        None if meta.is_dir() => "a directory".to_owned(),
+        None => "not a regular file".to_owned(),
     };
     std::io::Error::new(
         std::io::ErrorKind::InvalidInput,

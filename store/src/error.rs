@@ -77,6 +77,16 @@ pub enum StoreError {
         found: String,
     },
 
+    /// A write was asked of a read-only handle ([`crate::Store::open_read_only`]); nothing was
+    /// written.
+    #[error("cannot {operation} {}: this store handle is read-only (preflight and probe never write)", .path.display())]
+    ReadOnly {
+        /// What was asked ("publish into", "point the slot", ...).
+        operation: &'static str,
+        /// The store directory or entry it would have written.
+        path: PathBuf,
+    },
+
     /// A tree did not hash to what the caller expected; nothing was published or changed.
     #[error("content hash mismatch: {}\n  expected  {expected}\n  actual    {actual}", .path.display())]
     ContentHashMismatch {

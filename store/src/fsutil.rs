@@ -171,6 +171,14 @@ pub(crate) fn remove_tree(root: &Path) -> Result<()> {
         Ok(meta) if !meta.is_dir() => return fs_err::remove_file(root).ctx("remove", root),
         Ok(_) => {}
     }
+    // Most trees removed here (build and scratch directories) were never sealed: removed in one
+    // walk. A sealed directory stops the removal with a permission error; then every directory
+    // left is made writable (a second walk) and the removal goes on.
+    match std::fs::remove_dir_all(root) {
+        Ok(()) => return Ok(()),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(_) => {}
+    }
     unseal_dirs(root)?;
     match fs_err::remove_dir_all(root) {
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),

@@ -54,6 +54,7 @@ mod names;
 mod publish;
 mod roots;
 mod source_exec;
+mod stamps;
 mod store;
 mod tree_hash;
 mod verify;
@@ -69,12 +70,14 @@ pub use link::{LinkMethod, LinkMode, LINK_MODE_ENV};
 pub use materialize::MaterializeReport;
 pub use meta::{Entry, PathKind, StorePathMeta};
 pub use names::{sanitize_label, BlobId, StorePath, StorePathName};
-pub use publish::{PlannedFile, Source};
+pub use publish::{PackageTree, PlannedFile, Source};
 pub use roots::{
     GenerationRoot, HostSeenRecord, IndirectRoot, IndirectRootRecord, Lease, LeaseOptions,
     LeaseRecord, LeaseState, HOST_ROOT_TTL,
 };
-pub use store::{SlotState, Store, StoreOptions, StoreTempDir, HOST_ID_ENV, LAYOUT_VERSION_DIR};
+pub use store::{
+    SlotInspection, SlotState, Store, StoreOptions, StoreTempDir, HOST_ID_ENV, LAYOUT_VERSION_DIR,
+};
 pub use tree_hash::{
     hash_tree, hash_tree_without_link, matches_tree_hash, Match, TreeHash, TREE_HASH_PREFIX,
 };

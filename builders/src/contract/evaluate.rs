@@ -76,7 +76,8 @@ pub fn evaluate(
         || matches!(
             requirement.predicate,
             Predicate::NativeProperty | Predicate::CoverageComplete
-        );
+        )
+        || super::model::observed_only(&requirement.category, &requirement.property);
     let unknown = |outcome: &mut Outcome, why: String| {
         outcome.status = Status::Unknown;
         outcome.blocking = contract.unknown_required == UnknownRequired::Fail;
@@ -116,6 +117,40 @@ pub fn evaluate(
         Value::Null => false,
         _ => true,
     };
+    // Coverage is complete or unknown, never violated: incomplete or unobserved coverage stays
+    // unknown. Native absence needs a complete catalog for the category and scope, backed by an
+    // observed `catalog_complete` (a receipt's coverage label alone is insufficient).
+    if requirement.predicate == Predicate::CoverageComplete && value != Value::Bool(true) {
+        unknown(
+            &mut outcome,
+            format!(
+                "{} coverage of the {} scope is {value}, not complete: coverage stays unknown until a probe observes a complete catalog",
+                requirement.category,
+                requirement.scope.as_deref().unwrap_or("native_catalog")
+            ),
+        );
+        return outcome;
+    }
+    if needs_observation && requirement.predicate == Predicate::Absent && !truthy(&value) {
+        let catalog = Requirement {
+            property: "catalog_complete".to_owned(),
+            name: None,
+            ..requirement.clone()
+        };
+        if observed(&catalog) != Known::Value(Value::Bool(true), Evidence::Observed) {
+            unknown(
+                &mut outcome,
+                format!(
+                    "{} `{}` was not observed, and absence needs a complete {} catalog of the {} scope (an observed catalog_complete), which the receipt does not have",
+                    requirement.category,
+                    requirement.name.as_deref().unwrap_or_default(),
+                    requirement.category,
+                    requirement.scope.as_deref().unwrap_or("native_catalog")
+                ),
+            );
+            return outcome;
+        }
+    }
     let (satisfied, said) = match requirement.predicate {
         Predicate::Present => (
             truthy(&value),
@@ -177,4 +212,77 @@ pub fn evaluate(
     outcome.blocking = requirement.blocking;
     outcome.message = said;
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contract(requirement: &str) -> Contract {
+        let text = format!(r#"{{"schema_version": 1, "requirements": [{requirement}]}}"#);
+        super::super::parse(text.as_bytes()).unwrap()
+    }
+
+    fn run(contract: &Contract, observed: &dyn Fn(&Requirement) -> Known) -> Outcome {
+        let plan = |_: &Requirement| Known::Value(Value::Bool(false), Evidence::Generated);
+        evaluate(
+            contract,
+            &contract.requirements[0],
+            "claude",
+            &plan,
+            observed,
+        )
+    }
+
+    #[test]
+    fn coverage_is_complete_or_unknown_never_violated() {
+        let c = contract(
+            r#"{"id": "c", "target": "claude", "selector": {"category": "skill", "scope": "workspace_session"}, "predicate": "coverage_complete", "minimum_evidence": "observed"}"#,
+        );
+        assert_eq!(c.requirements[0].property, "catalog_complete");
+        let partial = |_: &Requirement| Known::Value(Value::Bool(false), Evidence::Observed);
+        let outcome = run(&c, &partial);
+        assert_eq!(outcome.status, Status::Unknown);
+        assert!(outcome.blocking);
+        let complete = |_: &Requirement| Known::Value(Value::Bool(true), Evidence::Observed);
+        assert_eq!(run(&c, &complete).status, Status::Satisfied);
+        // A generated `true` is never promoted to observed.
+        let generated = |_: &Requirement| Known::Value(Value::Bool(true), Evidence::Generated);
+        assert_eq!(run(&c, &generated).status, Status::Unknown);
+    }
+
+    #[test]
+    fn observed_absence_needs_an_observed_complete_catalog() {
+        let c = contract(
+            r#"{"id": "a", "target": "claude", "selector": {"category": "skill", "name": "x", "scope": "workspace_session"}, "predicate": "absent", "minimum_evidence": "observed"}"#,
+        );
+        // Not listed, and the catalog is not known to be complete: unknown.
+        let partial = |r: &Requirement| match r.property.as_str() {
+            "catalog_complete" => Known::Unknown("partial".into()),
+            _ => Known::Value(Value::Bool(false), Evidence::Observed),
+        };
+        let outcome = run(&c, &partial);
+        assert_eq!(outcome.status, Status::Unknown, "{}", outcome.message);
+        assert!(outcome.message.contains("complete"));
+        // A complete catalog that lacks it: satisfied.
+        let complete = |r: &Requirement| match r.property.as_str() {
+            "catalog_complete" => Known::Value(Value::Bool(true), Evidence::Observed),
+            _ => Known::Value(Value::Bool(false), Evidence::Observed),
+        };
+        assert_eq!(run(&c, &complete).status, Status::Satisfied);
+        // Listed: violated, whatever the coverage.
+        let listed = |_: &Requirement| Known::Value(Value::Bool(true), Evidence::Observed);
+        assert_eq!(run(&c, &listed).status, Status::Violated);
+    }
+
+    #[test]
+    fn a_property_only_a_receipt_knows_needs_one_whatever_the_minimum() {
+        let c = contract(
+            r#"{"id": "e", "target": "claude", "selector": {"category": "skill", "name": "x", "property": "catalog_complete"}, "predicate": "equals", "expected": true}"#,
+        );
+        let none = |_: &Requirement| Known::Unknown("no receipt".into());
+        let outcome = run(&c, &none);
+        assert_eq!(outcome.status, Status::Unknown);
+        assert!(outcome.needs_receipt);
+    }
 }

@@ -85,12 +85,22 @@ const ARTIFACT_PROPERTIES: &[(&str, Option<Evidence>)] = &[
     ("catalog_complete", None),
 ];
 
+/// The properties of a rule: staged as a rule only for the agents with first-class rules (Cursor,
+/// Antigravity), as a skill elsewhere; its source is known from the package trees, not the plan.
+const RULE_PROPERTIES: &[(&str, Option<Evidence>)] = &[
+    ("presence", Some(Evidence::Generated)),
+    ("rendered_digest", Some(Evidence::Generated)),
+    ("source", Some(Evidence::Declared)),
+    ("source_digest", Some(Evidence::Declared)),
+];
+
 /// The property registry: each category's properties and the grade the plan knows them at
 /// (`None`: only a receipt can tell).
 pub const REGISTRY: &[CategoryProperties] = &[
     ("skill", ARTIFACT_PROPERTIES),
     ("command", ARTIFACT_PROPERTIES),
     ("agent", ARTIFACT_PROPERTIES),
+    ("rule", RULE_PROPERTIES),
     (
         "mcp_server",
         &[
@@ -111,6 +121,15 @@ pub const REGISTRY: &[CategoryProperties] = &[
         &[("workspace_configuration", Some(Evidence::Generated))],
     ),
 ];
+
+/// Whether only a receipt can tell `property` of `category` (the registry knows no grade for it).
+pub fn observed_only(category: &str, property: &str) -> bool {
+    REGISTRY
+        .iter()
+        .filter(|(c, _)| *c == category)
+        .flat_map(|(_, properties)| properties.iter())
+        .any(|(p, grade)| *p == property && grade.is_none())
+}
 
 /// Observation scopes a receipt can carry.
 pub const SCOPES: &[&str] = &[

@@ -51,6 +51,19 @@ fn string<'v>(
     }
 }
 
+/// The array at `key` of `object` (at `path`; empty when it is absent).
+fn array<'v>(
+    object: &'v serde_json::Map<String, Value>,
+    path: &str,
+    key: &str,
+) -> Result<&'v [Value], ContractError> {
+    match object.get(key) {
+        None => Ok(&[]),
+        Some(Value::Array(items)) => Ok(items),
+        Some(_) => Err(reject(format!("{path}.{key}"), "must be an array")),
+    }
+}
+
 /// Parses and validates `bytes`.
 pub fn parse(bytes: &[u8]) -> Result<Contract, ContractError> {
     let value: Value =
@@ -97,63 +110,51 @@ pub fn parse(bytes: &[u8]) -> Result<Contract, ContractError> {
         }
     };
     let mut requirements = Vec::new();
-    match top.get("requirements") {
-        None => {}
-        Some(Value::Array(items)) => {
-            for (index, item) in items.iter().enumerate() {
-                let path = format!("$.requirements[{index}]");
-                let requirement = parse_requirement(item, &path)?;
-                if requirements
-                    .iter()
-                    .any(|r: &Requirement| r.id == requirement.id)
-                {
-                    return Err(reject(
-                        format!("{path}.id"),
-                        format!("duplicate requirement id `{}`", requirement.id),
-                    ));
-                }
-                requirements.push(requirement);
-            }
+    for (index, item) in array(&top, "$", "requirements")?.iter().enumerate() {
+        let path = format!("$.requirements[{index}]");
+        let requirement = parse_requirement(item, &path)?;
+        if requirements
+            .iter()
+            .any(|r: &Requirement| r.id == requirement.id)
+        {
+            return Err(reject(
+                format!("{path}.id"),
+                format!("duplicate requirement id `{}`", requirement.id),
+            ));
         }
-        Some(_) => return Err(reject("$.requirements", "must be an array")),
+        requirements.push(requirement);
     }
     let mut allowances = Vec::new();
-    match top.get("allowances") {
-        None => {}
-        Some(Value::Array(items)) => {
-            for (index, item) in items.iter().enumerate() {
-                let path = format!("$.allowances[{index}]");
-                let Value::Object(object) = item else {
-                    return Err(reject(path, "must be an object"));
-                };
-                only_keys(object, &path, &["requirement", "rationale"])?;
-                let requirement = string(object, &path, "requirement")?.ok_or_else(|| {
-                    reject(
-                        format!("{path}.requirement"),
-                        "missing: name the requirement id it allows",
-                    )
-                })?;
-                if !requirements.iter().any(|r| r.id == requirement) {
-                    return Err(reject(
-                        format!("{path}.requirement"),
-                        format!("no requirement has the id `{requirement}`"),
-                    ));
-                }
-                let rationale = string(object, &path, "rationale")?
-                    .filter(|text| !text.trim().is_empty())
-                    .ok_or_else(|| {
-                        reject(
-                            format!("{path}.rationale"),
-                            "missing: say why the violation is allowed",
-                        )
-                    })?;
-                allowances.push(Allowance {
-                    requirement: requirement.to_owned(),
-                    rationale: rationale.to_owned(),
-                });
-            }
+    for (index, item) in array(&top, "$", "allowances")?.iter().enumerate() {
+        let path = format!("$.allowances[{index}]");
+        let Value::Object(object) = item else {
+            return Err(reject(path, "must be an object"));
+        };
+        only_keys(object, &path, &["requirement", "rationale"])?;
+        let requirement = string(object, &path, "requirement")?.ok_or_else(|| {
+            reject(
+                format!("{path}.requirement"),
+                "missing: name the requirement id it allows",
+            )
+        })?;
+        if !requirements.iter().any(|r| r.id == requirement) {
+            return Err(reject(
+                format!("{path}.requirement"),
+                format!("no requirement has the id `{requirement}`"),
+            ));
         }
-        Some(_) => return Err(reject("$.allowances", "must be an array")),
+        let rationale = string(object, &path, "rationale")?
+            .filter(|text| !text.trim().is_empty())
+            .ok_or_else(|| {
+                reject(
+                    format!("{path}.rationale"),
+                    "missing: say why the violation is allowed",
+                )
+            })?;
+        allowances.push(Allowance {
+            requirement: requirement.to_owned(),
+            rationale: rationale.to_owned(),
+        });
     }
     let inheritance_allowed = parse_inheritance(top.get("inheritance"))?;
     Ok(Contract {
@@ -192,11 +193,7 @@ fn parse_inheritance(value: Option<&Value>) -> Result<Vec<String>, ContractError
         Some(_) => return Err(reject("$.inheritance", "must be an object")),
     };
     only_keys(object, "$.inheritance", &["allow"])?;
-    let items = match object.get("allow") {
-        None => return Ok(Vec::new()),
-        Some(Value::Array(items)) => items,
-        Some(_) => return Err(reject("$.inheritance.allow", "must be an array")),
-    };
+    let items = array(object, "$.inheritance", "allow")?;
     let mut allowed = Vec::new();
     for (index, item) in items.iter().enumerate() {
         let path = format!("$.inheritance.allow[{index}]");

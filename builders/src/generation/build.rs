@@ -3,16 +3,20 @@
 //! ([`publish_rendered`]); [`build_generation_for`] is all three. Also the renders that never
 //! reach the store: the MCP servers as their sources define them and the secret-bearing values.
 //!
-//! Writes only in [`publish_rendered`] (through `Store::publish_files`).
+//! Unchanged skill directories are published as links into their packages' store paths where the
+//! agent reads through them (`share`). Writes only in [`publish_rendered`] (through
+//! `Store::publish_files`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use agentpack_harness::{
     render_generation, Agent, OverlayInput, PackageInput, PlanEntry, RenderOptions, StageInputs,
 };
 use agentpack_store::{PlannedFile, Source, Store, StorePath, StorePathName};
 
-use super::{staged, GenerationBuild, GenerationError, GenerationInputs, Machine, REPORT_FILE};
+use super::{
+    share, staged, GenerationBuild, GenerationError, GenerationInputs, Machine, REPORT_FILE,
+};
 
 /// The published generation of `inputs` for `agents` (`None`: every agent), whatever machine
 /// inputs it mentions.
@@ -159,6 +163,12 @@ pub fn render_for(
     }
     dedup_keep_order(&mut warnings);
     dedup_keep_order(&mut info);
+    let references: BTreeSet<StorePathName> = inputs
+        .packages
+        .iter()
+        .map(|package| package.store_path.name().clone())
+        .collect();
+    share::share_unconverted_dirs(store, &references, &mut files);
     let report = staged::GenerationReport {
         mode: inputs.mode_name.clone(),
         warnings: warnings.clone(),

@@ -23,6 +23,7 @@
 
 mod build;
 pub mod pointer;
+mod share;
 pub mod staged;
 
 pub use build::{

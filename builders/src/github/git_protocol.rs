@@ -265,14 +265,10 @@ pub fn fetch_commit_tree(
     });
     if too_large || tree_size(dir.path()) > max {
         return Err(GitFetchError::Source(SourceFailure::Limit(
-            LimitExceeded::new(
+            LimitExceeded::too_large(
                 &config.limits,
                 LimitKind::DownloadSize,
                 format!("the git fetch of {url}"),
-                format!(
-                    "is larger than {}",
-                    config.limits.describe(LimitKind::DownloadSize)
-                ),
             ),
         )));
     }

@@ -57,6 +57,16 @@ impl RetryPolicy {
         let factor = 1u32.checked_shl(retry.min(16)).unwrap_or(u32::MAX);
         self.base_delay.saturating_mul(factor).min(self.max_delay)
     }
+
+    /// The attempts the policy allows (at least one), numbered from 0: each retry comes after its
+    /// [`RetryPolicy::delay`] (the iterator sleeps before yielding it).
+    pub fn attempts(self) -> impl Iterator<Item = u32> {
+        (0..self.attempts.max(1)).inspect(move |&attempt| {
+            if attempt > 0 {
+                std::thread::sleep(self.delay(attempt - 1));
+            }
+        })
+    }
 }
 
 /// Where GitHub is and how to talk to it. The cli builds it from the environment.

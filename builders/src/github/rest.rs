@@ -99,10 +99,7 @@ impl RestClient {
     fn get(&self, url: &str, accept: &str) -> Result<Response, SourceFailure> {
         let policy = self.config.retry;
         let mut last = String::new();
-        for attempt in 0..policy.attempts.max(1) {
-            if attempt > 0 {
-                std::thread::sleep(policy.delay(attempt - 1));
-            }
+        for _attempt in policy.attempts() {
             let mut request = self
                 .http()?
                 .get(url)
@@ -124,7 +121,7 @@ impl RestClient {
                     return classify(response, url);
                 }
                 Err(error) => {
-                    last = format!("{url}: {}", error_chain(&error));
+                    last = format!("{url}: {}", crate::error_text::one_line(&error));
                     if error.is_timeout() {
                         last.push_str(&format!(
                             " (no answer within {}; raise {} for a slow network)",
@@ -201,12 +198,8 @@ impl RestClient {
         url: &str,
     ) -> Result<T, SourceFailure> {
         let limits = &self.config.limits;
-        let cap = LimitExceeded::new(
-            limits,
-            LimitKind::JsonSize,
-            format!("the answer of {url}"),
-            format!("is larger than {}", limits.describe(LimitKind::JsonSize)),
-        );
+        let cap =
+            LimitExceeded::too_large(limits, LimitKind::JsonSize, format!("the answer of {url}"));
         let bytes = limits::read_capped(response, limits.max_json_bytes, cap).map_err(|error| {
             match LimitExceeded::find(&error) {
                 Some(limit) => SourceFailure::Limit(limit.clone()),
@@ -240,22 +233,14 @@ impl RestClient {
         destination: &Path,
     ) -> Result<u64, SourceFailure> {
         let url = format!("{}/tarball/{commit}", self.repo_url(repo));
-        let policy = self.config.retry;
         let mut last = SourceFailure::Unavailable(format!("no attempt made for {url}"));
-        for attempt in 0..policy.attempts.max(1) {
-            if attempt > 0 {
-                std::thread::sleep(policy.delay(attempt - 1));
-            }
+        for _attempt in self.config.retry.attempts() {
             let response = self.get(&url, "application/vnd.github+json")?;
             let limits = &self.config.limits;
-            let too_large = LimitExceeded::new(
+            let too_large = LimitExceeded::too_large(
                 limits,
                 LimitKind::DownloadSize,
                 format!("the download of {url}"),
-                format!(
-                    "is larger than {}",
-                    limits.describe(LimitKind::DownloadSize)
-                ),
             );
             if response
                 .content_length()
@@ -323,17 +308,6 @@ fn retry_after(response: &Response) -> Option<Duration> {
         .parse()
         .ok()?;
     Some(Duration::from_secs(seconds))
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 fn encode(segment: &str) -> String {

@@ -31,26 +31,55 @@ pub fn sha512_integrity(bytes: &[u8]) -> String {
     )
 }
 
-/// The strongest hash of an SRI string (several may be space-separated) whose algorithm agentpack
-/// checks: `(algorithm, base64 digest)`, options (`?...`) dropped; `None` when there is none.
-pub fn strongest(integrity: &str) -> Option<(&str, &str)> {
-    let mut best: Option<(u8, &str, &str)> = None;
-    for item in integrity.split_whitespace() {
-        let Some((algo, value)) = item.split_once('-') else {
-            continue;
-        };
-        let value = value.split('?').next().unwrap_or(value);
-        let rank = match algo {
+/// The hashes of an SRI string (several may be space-separated) whose algorithm agentpack checks,
+/// in order, each with its strength (sha512 3, sha384 2, sha256 1): `(strength, algorithm, base64
+/// digest)`, options (`?...`) dropped.
+fn checked_hashes(integrity: &str) -> impl Iterator<Item = (u8, &str, &str)> {
+    integrity.split_whitespace().filter_map(|item| {
+        let (algorithm, value) = item.split_once('-')?;
+        let strength = match algorithm {
             "sha512" => 3,
             "sha384" => 2,
             "sha256" => 1,
-            _ => continue,
+            _ => return None,
         };
-        if best.is_none_or(|(r, _, _)| rank > r) {
-            best = Some((rank, algo, value));
-        }
-    }
-    best.map(|(_, algo, value)| (algo, value))
+        Some((
+            strength,
+            algorithm,
+            value.split('?').next().unwrap_or(value),
+        ))
+    })
+}
+
+/// The first item of the highest strength.
+fn first_strongest<T>(items: impl Iterator<Item = (u8, T)>) -> Option<T> {
+    items
+        .fold(None, |best: Option<(u8, T)>, (strength, item)| match best {
+            Some((kept, _)) if kept >= strength => best,
+            _ => Some((strength, item)),
+        })
+        .map(|(_, item)| item)
+}
+
+/// The strongest hash of an SRI string (several may be space-separated) whose algorithm agentpack
+/// checks: `(algorithm, base64 digest)`, options (`?...`) dropped; `None` when there is none.
+pub fn strongest(integrity: &str) -> Option<(&str, &str)> {
+    first_strongest(
+        checked_hashes(integrity)
+            .map(|(strength, algorithm, value)| (strength, (algorithm, value))),
+    )
+}
+
+/// Like [`strongest`], among the hashes whose digest is valid base64: `(algorithm, digest bytes)`.
+pub fn strongest_decoded(integrity: &str) -> Option<(&str, Vec<u8>)> {
+    first_strongest(
+        checked_hashes(integrity).filter_map(|(strength, algorithm, value)| {
+            let digest = base64::engine::general_purpose::STANDARD
+                .decode(value)
+                .ok()?;
+            Some((strength, (algorithm, digest)))
+        }),
+    )
 }
 
 /// Checks `bytes` against the strongest hash of an SRI string (several may be space-separated).

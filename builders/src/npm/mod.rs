@@ -70,27 +70,19 @@ pub enum McpExecError {
     },
 }
 
-/// Reads a spec file and makes its tree ready; returns what to run with `node`.
+/// Reads a spec file and makes its tree ready, with the default limits and no substituters;
+/// returns what to run with `node`.
 pub fn prepare_exec(store: &Store, spec_path: &std::path::Path) -> Result<ExecPlan, McpExecError> {
-    prepare_exec_with_limits(store, spec_path, &crate::limits::Limits::default())
-}
-
-/// [`prepare_exec`] downloading within `limits`.
-pub fn prepare_exec_with_limits(
-    store: &Store,
-    spec_path: &std::path::Path,
-    limits: &crate::limits::Limits,
-) -> Result<ExecPlan, McpExecError> {
     prepare_exec_substituted(
         store,
         spec_path,
-        limits,
+        &crate::limits::Limits::default(),
         &crate::substitute::Substituters::none(),
     )
 }
 
-/// [`prepare_exec_with_limits`] asking `substituters` for the tree's tarballs first (see
-/// [`crate::substitute_npm`]); their warnings are in `ready.warnings`.
+/// [`prepare_exec`] downloading within `limits`, asking `substituters` for the tree's tarballs first
+/// (see [`crate::substitute_npm`]); their warnings are in `ready.warnings`.
 pub fn prepare_exec_substituted(
     store: &Store,
     spec_path: &std::path::Path,
@@ -99,7 +91,7 @@ pub fn prepare_exec_substituted(
 ) -> Result<ExecPlan, McpExecError> {
     let spec = ExecSpec::load(spec_path)?;
     let client = RegistryClient::with_limits(*limits)?;
-    let ready = tree_store::ensure_tree_substituted(store, &spec, &client, substituters)?;
+    let ready = tree_store::ensure_tree(store, &spec, &client, substituters)?;
     let script = tree_store::bin_script(&ready.tree, &spec);
     if !script.is_file() {
         return Err(McpExecError::NoBin {

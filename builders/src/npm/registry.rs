@@ -158,14 +158,10 @@ impl RegistryClient {
                 status: status.as_u16(),
             });
         }
-        let cap = LimitExceeded::new(
+        let cap = LimitExceeded::too_large(
             &self.limits,
             LimitKind::JsonSize,
             format!("the npm registry's answer for `{name}` ({url})"),
-            format!(
-                "is larger than {}",
-                self.limits.describe(LimitKind::JsonSize)
-            ),
         );
         let bytes =
             limits::read_capped(response, self.limits.max_json_bytes, cap).map_err(|e| {
@@ -205,14 +201,10 @@ impl RegistryClient {
         if !response.status().is_success() {
             return Err(err(format!("status {}", response.status().as_u16())));
         }
-        let cap = LimitExceeded::new(
+        let cap = LimitExceeded::too_large(
             &self.limits,
             LimitKind::DownloadSize,
             format!("the download of {url}"),
-            format!(
-                "is larger than {}",
-                self.limits.describe(LimitKind::DownloadSize)
-            ),
         );
         if response
             .content_length()
@@ -262,16 +254,14 @@ pub fn resolve_in_packument(
         message: format!("version {version}: {message}"),
     };
     let dist = doc.get("dist").ok_or_else(|| bad("no `dist`"))?;
-    let integrity = dist
-        .get("integrity")
-        .and_then(Value::as_str)
-        .ok_or_else(|| bad("no `dist.integrity`"))?
-        .to_owned();
-    let tarball = dist
-        .get("tarball")
-        .and_then(Value::as_str)
-        .ok_or_else(|| bad("no `dist.tarball`"))?
-        .to_owned();
+    let dist_text = |key: &str| {
+        dist.get(key)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| bad(&format!("no `dist.{key}`")))
+    };
+    let integrity = dist_text("integrity")?;
+    let tarball = dist_text("tarball")?;
     Ok(ResolvedPackage {
         name: request.name.clone(),
         version,

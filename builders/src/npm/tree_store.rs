@@ -12,7 +12,7 @@
 //! `mcp-exec` for its own pid, which stays the server's after `exec`) keeps it too. An
 //! unreferenced tree is collected and downloaded again, verified, by the next start.
 //!
-//! [`ensure_tree_substituted`] takes the tarballs substituters serve first
+//! [`ensure_tree`] takes the tarballs substituters serve first
 //! ([`crate::substitute_npm`], each checked against the same integrity) and downloads the rest.
 //!
 //! It must never write a byte of a tarball whose integrity differs from the lock (every tarball is
@@ -163,25 +163,13 @@ pub struct ReadyTree {
 }
 
 /// Makes the tree of `spec` ready: reuses the published tree after the cheap check, else
-/// downloads every tarball (optional packages of other platforms are left out), checks each
-/// against its integrity, unpacks them and publishes the result.
+/// gets every tarball (optional packages of other platforms are left out), checks each against its
+/// integrity, unpacks them and publishes the result. `substituters` are asked for the tarballs
+/// before the registry: each one they serve is checked against its integrity like a download
+/// ([`crate::substitute_npm`]); the rest is downloaded ([`Substituters::none`] for none).
+///
+/// [`Substituters::none`]: crate::substitute::Substituters::none
 pub fn ensure_tree(
-    store: &Store,
-    spec: &ExecSpec,
-    client: &RegistryClient,
-) -> Result<ReadyTree, TreeStoreError> {
-    ensure_tree_substituted(
-        store,
-        spec,
-        client,
-        &crate::substitute::Substituters::none(),
-    )
-}
-
-/// [`ensure_tree`] asking `substituters` for the tree's tarballs before the registry: each one
-/// they serve is checked against its integrity like a download ([`crate::substitute_npm`]); the
-/// rest is downloaded.
-pub fn ensure_tree_substituted(
     store: &Store,
     spec: &ExecSpec,
     client: &RegistryClient,

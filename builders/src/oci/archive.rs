@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 use tar::EntryType;
 
 use crate::extract::{
-    archive_error, clean_relative, entry_name, write_entry, ExtractError, ExtractReport,
-    SafeTreeWriter,
+    archive_error, clean_relative, entry_name, is_metadata_entry, write_entry, ExtractError,
+    ExtractReport, SafeTreeWriter,
 };
 use crate::limits::{CountingReader, Limits, RatioGuard};
 
@@ -199,14 +199,7 @@ fn read_entries(
     let mut archive = tar::Archive::new(stream);
     for entry in archive.entries().map_err(archive_error)? {
         let mut entry = entry.map_err(archive_error)?;
-        let kind = entry.header().entry_type();
-        if matches!(
-            kind,
-            EntryType::XGlobalHeader
-                | EntryType::XHeader
-                | EntryType::GNULongName
-                | EntryType::GNULongLink
-        ) {
+        if is_metadata_entry(entry.header().entry_type()) {
             continue;
         }
         let full_name = entry_name(&entry.path_bytes())?;

@@ -32,6 +32,13 @@ pub enum OciReference {
     Digest(String),
 }
 
+/// What a valid tag is, for the error.
+const TAG_RULE: &str =
+    "a tag is 1 to 128 characters of [A-Za-z0-9_.-], not starting with `.` or `-`";
+
+/// What a valid digest is, for the error.
+const DIGEST_RULE: &str = "a digest is sha256: and 64 lowercase hex digits";
+
 fn invalid(input: &str, reason: impl Into<String>) -> OciError {
     OciError::InvalidReference {
         input: input.to_owned(),
@@ -94,25 +101,25 @@ fn is_valid_registry(registry: &str) -> bool {
 impl OciReference {
     /// A tag, checked.
     pub fn tag(tag: &str) -> Result<OciReference, OciError> {
-        if is_valid_tag(tag) {
-            Ok(OciReference::Tag(tag.to_owned()))
-        } else {
-            Err(invalid(
-                tag,
-                "a tag is 1 to 128 characters of [A-Za-z0-9_.-], not starting with `.` or `-`",
-            ))
-        }
+        Self::checked(tag, is_valid_tag, OciReference::Tag, TAG_RULE)
     }
 
     /// A digest, checked.
     pub fn digest(digest: &str) -> Result<OciReference, OciError> {
-        if is_valid_digest(digest) {
-            Ok(OciReference::Digest(digest.to_owned()))
+        Self::checked(digest, is_valid_digest, OciReference::Digest, DIGEST_RULE)
+    }
+
+    /// `text` as the reference `make` builds when `valid` accepts it, else the error saying `rule`.
+    fn checked(
+        text: &str,
+        valid: fn(&str) -> bool,
+        make: fn(String) -> OciReference,
+        rule: &str,
+    ) -> Result<OciReference, OciError> {
+        if valid(text) {
+            Ok(make(text.to_owned()))
         } else {
-            Err(invalid(
-                digest,
-                "a digest is sha256: and 64 lowercase hex digits",
-            ))
+            Err(invalid(text, rule))
         }
     }
 

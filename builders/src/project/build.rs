@@ -5,6 +5,8 @@
 //! [`ProjectSession::reuse`] comes first: a published generation is used without a plan, rendering
 //! only the secret-bearing values of the agent asked for (a launcher's).
 //!
+//! A read-only session builds, reuses and selects nothing ([`super::PipelineError::ReadOnly`]).
+//!
 //! Roots first, then the switch: GC must never see a selected generation without a root. Never
 //! resolves, never renders except the secret-bearing values of a reused generation (under its own
 //! name, which may differ from the plan's: a launch of one agent reusing every agent's).
@@ -21,32 +23,10 @@ use crate::mcp_lock;
 
 use super::{PipelineError, Plan, ProjectSession};
 
-/// A built (or reused) generation.
-#[derive(Debug)]
-pub struct Generation {
-    pub path: StorePath,
-    /// True when it was already published and nothing was written.
-    pub reused: bool,
-    /// What rendering reported (a reused generation's: from its report).
-    pub warnings: Vec<String>,
-    pub info: Vec<String>,
-    pub collisions: Vec<agentpack_harness::Collision>,
-    /// Secret-bearing values per planned agent; they never enter the store.
-    pub secrets: BTreeMap<Agent, SecretLayer>,
-}
-
-impl From<GenerationBuild> for Generation {
-    fn from(built: GenerationBuild) -> Generation {
-        Generation {
-            path: built.path,
-            reused: built.reused,
-            warnings: built.warnings,
-            info: built.info,
-            collisions: built.collisions,
-            secrets: built.secrets,
-        }
-    }
-}
+/// A built (or reused) generation: what the generation module's build gives (its store path,
+/// whether it was reused, what rendering reported, the secret-bearing values that never enter the
+/// store).
+pub type Generation = GenerationBuild;
 
 /// What [`ProjectSession::select`] switched.
 #[derive(Debug, Clone)]
@@ -67,20 +47,21 @@ impl ProjectSession {
     /// published is restored from the store (a warning names the files); when nothing good is
     /// left to restore it from it is removed and published again from the plan.
     pub fn build(&self, plan: &Plan) -> Result<Generation, PipelineError> {
+        self.refuse_if_read_only("build a generation")?;
         let store = self.store().as_ref();
         mcp_lock::publish_planned_exec_specs(store, &plan.exec_specs)?;
         let agents = plan.agent_list();
         if let Some(reused) = generation::reuse_published(store, &plan.inputs, agents) {
             let pointer = self.pointer(&plan.mode_dir);
             if !self.restore_if_changed(&reused.path, &pointer)? {
-                let mut built = Generation::from(reused);
+                let mut built = reused;
                 built.secrets = self.secrets_of(plan, &built.path)?;
                 return Ok(built);
             }
             // Repair removed what it could not restore: publish it again from the plan.
         }
         let built = generation::publish_rendered(store, &plan.inputs, plan.rendered.clone())?;
-        Ok(Generation::from(built))
+        Ok(built)
     }
 
     /// Step 3 without step 2, when nothing needs rendering: the published generation that serves
@@ -95,6 +76,7 @@ impl ProjectSession {
         agents: &[Agent],
         secrets_of: Option<Agent>,
     ) -> Result<Option<Generation>, PipelineError> {
+        self.refuse_if_read_only("reuse a generation")?;
         let store = self.store().as_ref();
         let Some(reused) = generation::reuse_published(store, &planned.inputs, agents) else {
             return Ok(None);
@@ -104,7 +86,7 @@ impl ProjectSession {
         if self.restore_if_changed(&reused.path, &self.pointer(mode_dir))? {
             return Ok(None);
         }
-        let mut built = Generation::from(reused);
+        let mut built = reused;
         if let Some(agent) = secrets_of {
             let layer = generation::render_secrets(store, &planned.inputs, agent)?;
             if !layer.is_empty() {
@@ -121,6 +103,7 @@ impl ProjectSession {
         mode_dir: &str,
         generation: &Generation,
     ) -> Result<Selected, PipelineError> {
+        self.refuse_if_read_only("select a generation")?;
         let store = self.store();
         let pointer = self.pointer(mode_dir);
         store.add_generation_root(&self.roots().history_name(mode_dir), &generation.path)?;

@@ -13,6 +13,13 @@
 //! `env restore` is a frozen [`ResolvePolicy`] then build and select; a launch plans and builds
 //! only its own agent.
 //!
+//! Preflight and probe open a read-only session ([`ProjectSession::open_read_only`], over
+//! `Store::open_read_only`): it resolves only with [`ResolvePolicy::Inspect`] (the lock as it
+//! is, each cache entry checked, nothing fetched, repaired or rewritten: an entry that is not
+//! usable is data, [`EntryCheck`]) and plans with the same pure [`ProjectSession::plan`] sync
+//! uses; everything that writes (the other policies, downloads, `save_*`, build, select) is
+//! refused with [`PipelineError::ReadOnly`].
+//!
 //! Owns: reading `agentpack.toml` and `pack.lock` (once, see [`files`]), the order of the steps and
 //! what each hands on. Never prints (warnings are returned by [`ProjectSession::take_warnings`]),
 //! never reads an environment variable (the cli passes [`PlanOptions`] and the GitHub session
@@ -37,7 +44,7 @@ pub use build::{Generation, Selected};
 pub use files::ProjectFiles;
 pub use mode::ResolvedMode;
 pub use plan::{Plan, PlanOptions, PlannedInputs};
-pub use resolve::{ResolvePolicy, Resolved};
+pub use resolve::{EntryCheck, ResolvePolicy, Resolved};
 
 /// Where one project's things are, resolved by the cli from its flags and environment.
 #[derive(Debug, Clone)]
@@ -118,6 +125,8 @@ pub enum PipelineError {
     McpLock(Box<crate::mcp_lock::McpLockError>),
     #[error(transparent)]
     Pointer(Box<crate::generation::pointer::PointerError>),
+    #[error("cannot {step}: this session is read-only (preflight and probe write nothing)")]
+    ReadOnly { step: &'static str },
 }
 
 macro_rules! boxed_from {
@@ -159,6 +168,8 @@ pub struct ProjectSession {
     files: ProjectFiles,
     manifest: Manifest,
     warnings: Mutex<Warnings>,
+    /// Opened with [`ProjectSession::open_read_only`].
+    read_only: bool,
 }
 
 /// The warnings collected and not yet taken, and every one collected so far.
@@ -173,6 +184,7 @@ impl std::fmt::Debug for ProjectSession {
         f.debug_struct("ProjectSession")
             .field("roots", &self.roots)
             .field("github", &self.github.get().is_some())
+            .field("read_only", &self.read_only)
             .finish_non_exhaustive()
     }
 }
@@ -195,7 +207,38 @@ impl ProjectSession {
             files,
             manifest,
             warnings: Mutex::new(Warnings::default()),
+            read_only: false,
         })
+    }
+
+    /// A session that writes nothing (preflight, probe): reads `agentpack.toml` and `pack.lock`
+    /// once, like [`ProjectSession::open`], over `store` (a `Store::open_read_only` handle: the
+    /// store itself refuses writes too). It never downloads; it resolves only with
+    /// [`ResolvePolicy::Inspect`]; `save_*`, build and select are refused.
+    pub fn open_read_only(
+        roots: ProjectRoots,
+        store: Arc<Store>,
+    ) -> Result<ProjectSession, PipelineError> {
+        let mut session = ProjectSession::open(
+            roots,
+            store,
+            Box::new(|_| Err("a read-only session never downloads".into())),
+        )?;
+        session.read_only = true;
+        Ok(session)
+    }
+
+    /// Whether this session was opened with [`ProjectSession::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// [`PipelineError::ReadOnly`] for `step` when this session is read-only.
+    pub(crate) fn refuse_if_read_only(&self, step: &'static str) -> Result<(), PipelineError> {
+        if self.read_only {
+            return Err(PipelineError::ReadOnly { step });
+        }
+        Ok(())
     }
 
     /// The roots.
@@ -260,6 +303,7 @@ impl ProjectSession {
 
     /// The GitHub session, made on first use.
     pub fn github(&self) -> Result<&GitHubSession, PipelineError> {
+        self.refuse_if_read_only("download packages")?;
         if let Some(session) = self.github.get() {
             return Ok(session);
         }

@@ -107,6 +107,10 @@ pub struct Plan {
     /// What rendering reported: conversions that dropped or changed something, unreadable
     /// inputs.
     pub warnings: Vec<String>,
+    /// What reading the MCP definitions reported (an unreadable `.mcp.json`...); also in the
+    /// session's warnings.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mcp_warnings: Vec<String>,
     /// Routine notes of rendering (hooks rendered, fields mapped).
     pub info: Vec<String>,
     pub mcp_servers: Vec<PlannedMcpServer>,
@@ -122,6 +126,8 @@ pub struct Plan {
     pub(crate) rendered: RenderedGeneration,
     #[serde(skip)]
     pub(crate) exec_specs: PlannedExecSpecs,
+    #[serde(skip)]
+    pub(crate) servers: Vec<agentpack_harness::MergedServer>,
 }
 
 impl Plan {
@@ -139,6 +145,47 @@ impl Plan {
     pub fn agent_list(&self) -> &[Agent] {
         &self.rendered.agents
     }
+
+    /// The MCP servers as their sources define them (before the lock's pins; `mcp_servers` is
+    /// how they run).
+    pub fn merged_servers(&self) -> &[agentpack_harness::MergedServer] {
+        &self.servers
+    }
+
+    /// Every entry the plan stages for `agent`, by path relative to the generation; `None` when
+    /// `agent` was not planned.
+    pub fn agent_entries(&self, agent: Agent) -> Option<&BTreeMap<String, PlanEntry>> {
+        self.rendered
+            .plan
+            .agents
+            .get(&agent)
+            .map(|plan| &plan.entries)
+    }
+
+    /// The `./.agents/` overlay as the renderer reads it (the mode's filter applied), when one
+    /// is staged.
+    pub fn overlay_input(&self) -> Option<agentpack_harness::OverlayInput> {
+        self.inputs
+            .overlay
+            .as_ref()
+            .map(|(root, _)| agentpack_harness::OverlayInput {
+                root: root.clone(),
+                filter: self.inputs.mode.overlay_filter(),
+            })
+    }
+
+    /// The locked packages as the renderer reads them: verified roots, the mode's filter and
+    /// executable files applied, in lock order.
+    pub fn package_inputs(&self) -> Vec<agentpack_harness::PackageInput> {
+        self.inputs
+            .packages
+            .iter()
+            .map(|package| agentpack_harness::PackageInput {
+                filter: self.inputs.mode.package_filter(&package.input.module),
+                ..package.input.clone()
+            })
+            .collect()
+    }
 }
 
 /// What [`ProjectSession::planned_inputs`] computes before any rendering.
@@ -150,6 +197,8 @@ pub struct PlannedInputs {
     pub servers: Vec<agentpack_harness::MergedServer>,
     /// The exec specs of tree-locked MCP servers, named, published by a build.
     pub exec_specs: PlannedExecSpecs,
+    /// What reading the MCP definitions reported (also in the session's warnings).
+    pub mcp_warnings: Vec<String>,
 }
 
 impl ProjectSession {
@@ -212,8 +261,8 @@ impl ProjectSession {
         let mut inputs = self.generation_inputs(resolved, mode, options)?;
         // MCP servers run what the lock pins: an exact npm version, or `mcp-exec` over a locked
         // tree (its spec is a store path named now, published by the build).
-        let (servers, warnings) = generation::merged_mcp_servers(self.store(), &inputs)?;
-        self.warn_all(warnings);
+        let (servers, mcp_warnings) = generation::merged_mcp_servers(self.store(), &inputs)?;
+        self.warn_all(mcp_warnings.iter().cloned());
         let exec_specs = mcp_lock::plan_exec_specs(self.store(), &resolved.lock, &servers);
         inputs.mcp_launch = mcp_lock::launches_for(
             &resolved.lock,
@@ -229,6 +278,7 @@ impl ProjectSession {
             inputs,
             servers,
             exec_specs,
+            mcp_warnings,
         })
     }
 
@@ -257,6 +307,7 @@ impl ProjectSession {
             inputs,
             servers,
             exec_specs,
+            mcp_warnings,
         } = planned;
         let rendered = generation::render_for(self.store(), &inputs, agents)?;
 
@@ -339,6 +390,7 @@ impl ProjectSession {
             files,
             collisions: rendered.collisions.clone(),
             warnings: rendered.warnings.clone(),
+            mcp_warnings,
             info: rendered.info.clone(),
             mcp_servers,
             hooks,
@@ -351,6 +403,7 @@ impl ProjectSession {
             inputs,
             rendered,
             exec_specs,
+            servers,
         })
     }
 }

@@ -3,12 +3,15 @@
 //!
 //! The policies are the commands' ways of getting there (see [`ResolvePolicy`]); each reads the
 //! manifest and the lock the session already holds, and never writes the lock (the cli decides
-//! whether and when, see [`super::ProjectSession::save_lock`]). Warnings go to the session.
+//! whether and when, see [`super::ProjectSession::save_lock`]). Warnings go to the session. A
+//! read-only session resolves only with [`ResolvePolicy::Inspect`], which writes nothing at all.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use agentpack_lockfile::Lockfile;
+use agentpack_lockfile::{LockedPackage, Lockfile};
+use agentpack_store::{SlotInspection, SlotState, Store, TreeHash};
+use rayon::prelude::*;
 
 use crate::fetch::{check_lock, fetch_lock, FetchOptions, Repaired, SlotProblem};
 use crate::resolve::{resolve, PinChange, ResolveEnv, UpdatePolicy};
@@ -37,6 +40,24 @@ pub enum ResolvePolicy {
     /// `mcp add`, `remove` and `list`: the slots as they are, not re-hashed (sync verifies what it
     /// stages), nothing fetched; a package without a slot is left out with a warning.
     AsPresent,
+    /// Preflight and probe: the lock as it is and every cache entry checked against it (re-hashed
+    /// when the lock records a content hash); nothing fetched, imported, repaired or registered,
+    /// no warning. An entry that is not usable is left out of `lock` and said in
+    /// [`Resolved::entries`] (the caller turns it into a finding with a remedy).
+    Inspect,
+}
+
+/// `Inspect`: how one locked package's cache entry compares with the lock.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case", tag = "state")]
+pub enum EntryCheck {
+    /// In the plan: the store path the slot links to; `verified` false when the lock records no
+    /// content hash to compare it with.
+    Usable { store_path: PathBuf, verified: bool },
+    /// Not in the cache in a usable form: `agentpack env restore` (or `sync`) fetches it.
+    Missing { reason: String },
+    /// There, but not what the lock pins: `agentpack sync --repair` replaces it.
+    Mismatch { reason: String },
 }
 
 /// What resolution produced.
@@ -61,6 +82,9 @@ pub struct Resolved {
     /// `VerifyOnly`: packages whose store path is missing or does not match the lock (the
     /// others' slots are in `slots`).
     pub problems: Vec<SlotProblem>,
+    /// `Inspect`: every locked package's entry, by module (`old_lock` lists them all; `lock`
+    /// only the usable ones).
+    pub entries: BTreeMap<String, EntryCheck>,
 }
 
 impl Resolved {
@@ -75,7 +99,47 @@ impl Resolved {
             downloaded: Vec::new(),
             updated_entries: Vec::new(),
             problems: Vec::new(),
+            entries: BTreeMap::new(),
         }
+    }
+}
+
+/// `Inspect` of one package: see [`EntryCheck`].
+fn inspect_entry(store: &Store, package: &LockedPackage) -> EntryCheck {
+    let missing = |reason: String| EntryCheck::Missing { reason };
+    let mismatch = |reason: String| EntryCheck::Mismatch { reason };
+    let expected: Option<TreeHash> = match &package.content_hash {
+        None => None,
+        Some(hash) => match hash.as_str().parse() {
+            Ok(hash) => Some(hash),
+            Err(err) => return mismatch(format!("the lock's content_hash: {err}")),
+        },
+    };
+    match store.inspect_slot(package.cache_key.as_str(), expected.as_ref()) {
+        Err(err) => missing(format!("cannot read the cache entry: {err}")),
+        Ok(SlotInspection::Usable { path, verified }) => EntryCheck::Usable {
+            store_path: path.path().to_path_buf(),
+            verified,
+        },
+        Ok(SlotInspection::Mismatch { actual, .. }) => mismatch(format!(
+            "the cache entry hashes to {actual}, the lock records {}",
+            expected.map_or_else(String::new, |hash| hash.to_string())
+        )),
+        Ok(SlotInspection::Unusable(state)) => match state {
+            SlotState::Missing | SlotState::Linked(_) => missing("no cache entry".to_owned()),
+            SlotState::Dangling(target) => missing(format!(
+                "the cache entry links to {}, which is gone",
+                target.display()
+            )),
+            SlotState::Foreign(target) => mismatch(format!(
+                "the cache entry is not one agentpack made ({})",
+                target.display()
+            )),
+            SlotState::LegacyDir(dir) => missing(format!(
+                "the cache entry {} is a directory of agentpack 0.4 or earlier, which `agentpack sync` imports into the store",
+                dir.display()
+            )),
+        },
     }
 }
 
@@ -87,7 +151,40 @@ impl ProjectSession {
         policy: &ResolvePolicy,
         progress: Option<&(dyn Fn(&str) + Sync)>,
     ) -> Result<Resolved, PipelineError> {
+        if !matches!(policy, ResolvePolicy::Inspect) {
+            self.refuse_if_read_only("resolve with a policy that may fetch or import")?;
+        }
         match policy {
+            ResolvePolicy::Inspect => {
+                let lock = self.lock()?;
+                let entries: BTreeMap<String, EntryCheck> = lock
+                    .packages
+                    .par_iter()
+                    .map(|package| {
+                        (
+                            package.module.as_str().to_owned(),
+                            inspect_entry(self.store(), package),
+                        )
+                    })
+                    .collect();
+                let mut resolved = Resolved::new(lock.clone(), lock);
+                let cache = self.store().cache_dir();
+                resolved.lock.packages.retain(|package| {
+                    let usable = matches!(
+                        entries.get(package.module.as_str()),
+                        Some(EntryCheck::Usable { .. })
+                    );
+                    if usable {
+                        resolved.slots.insert(
+                            package.module.as_str().to_owned(),
+                            cache.join(package.cache_key.as_str()),
+                        );
+                    }
+                    usable
+                });
+                resolved.entries = entries;
+                Ok(resolved)
+            }
             ResolvePolicy::VerifyOnly => {
                 let lock = self.lock()?;
                 let outcome = check_lock(&lock, self.store().as_ref())?;
@@ -263,6 +360,7 @@ impl ProjectSession {
     /// with `exact`, unless it already holds these bytes (`lock`, `add`...). Returns whether it
     /// wrote. The session then holds the written bytes: nothing reads the lock again.
     pub fn save_lock(&mut self, lock: &Lockfile, exact: bool) -> Result<bool, PipelineError> {
+        self.refuse_if_read_only("write pack.lock")?;
         if !exact {
             if let Ok(Some(existing)) = self.files().lock() {
                 if existing.records_same_as(lock) {
@@ -287,6 +385,7 @@ impl ProjectSession {
         text: &str,
         manifest: agentpack_lockfile::Manifest,
     ) -> Result<bool, PipelineError> {
+        self.refuse_if_read_only("write agentpack.toml")?;
         let written = self.files().manifest_bytes() != text.as_bytes();
         if written {
             agentpack_lockfile::write_atomic(&self.roots().manifest_path(), text.as_bytes())

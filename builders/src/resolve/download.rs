@@ -74,7 +74,8 @@ pub fn download_normalized(
     tree: &Path,
 ) -> Result<Downloaded, ResolutionError> {
     let copied = fetcher.fetch_package(repo, commit, path, tree)?;
-    let snapshot = fetcher.snapshot(repo, commit)?;
+    // The snapshot the package was copied from (a prefetch may have extracted only its packages).
+    let snapshot = fetcher.snapshot_for(repo, commit, path)?;
     // Links emptied when the archive was extracted (repository-relative), and when the package was
     // copied out of it (package-relative: they left the package).
     let prefix = if path.is_empty() {

@@ -85,8 +85,9 @@ pub enum ResolutionError {
     #[error("{0}")]
     Invalid(String),
     /// An `oci://` package could not be resolved or pulled (the registry's answer, a media type
-    /// we do not read, bytes that do not match their digest).
-    #[error("cannot fetch {module}: {source}")]
+    /// we do not read, bytes that do not match their digest): the message names the package, the
+    /// cause is the `source` (printed once, on its own line).
+    #[error("cannot fetch {module}")]
     Oci {
         /// The module.
         module: String,

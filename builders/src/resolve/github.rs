@@ -263,11 +263,7 @@ impl Run<'_, '_> {
                     module,
                     "source: the cache slot (no content hash to check it against)"
                 );
-                return Ok(Node {
-                    entry: unhashed.clone(),
-                    slot,
-                    nested: Vec::new(),
-                });
+                return Ok(Node::new(unhashed.clone(), slot));
             }
         }
         if let Some(expected) = &expected {

@@ -46,11 +46,7 @@ impl Run<'_, '_> {
             content_hash: Some(content_hash),
             name: normalize::package_name(&slot),
         };
-        Ok(Node {
-            entry,
-            slot,
-            nested: Vec::new(),
-        })
+        Ok(Node::new(entry, slot))
     }
 
     pub(super) fn path_package(
@@ -113,11 +109,7 @@ impl Run<'_, '_> {
             self.env.project_root.join(dir).display(),
             slot.display()
         ));
-        Ok(Some(Node {
-            entry: old,
-            slot,
-            nested: Vec::new(),
-        }))
+        Ok(Some(Node::new(old, slot)))
     }
 
     pub(super) fn local_mirror_package(

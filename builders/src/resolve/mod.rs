@@ -151,6 +151,17 @@ struct Node {
     nested: Vec<String>,
 }
 
+impl Node {
+    /// A package just resolved into `slot`; the walk reads its nested requirements next.
+    fn new(entry: LockedPackage, slot: PathBuf) -> Node {
+        Node {
+            entry,
+            slot,
+            nested: Vec::new(),
+        }
+    }
+}
+
 const PROJECT: &str = "agentpack.toml";
 const MAX_STEPS: usize = 10_000;
 
@@ -213,6 +224,15 @@ pub fn resolve(
             cause: source,
         })?;
         crate::substitute::fill_from_substituters(old, env.fetcher, env.store, &substitutes)?;
+        // Then the rest from GitHub: repositories fetched concurrently, one store batch per
+        // repository snapshot. Best effort: a package the walk still needs and that could not be
+        // filled here is downloaded (and its failure reported) by the walk, as before.
+        match crate::fetch::fill_from_github(old, env.fetcher, env.store, &substitutes) {
+            Ok(filled) => run.warnings.extend(filled.warnings),
+            Err(error) => {
+                tracing::debug!(%error, "filling the lock's empty slots failed; the walk fetches one by one")
+            }
+        }
         run.warnings.extend(env.fetcher.take_warnings());
     }
 
@@ -483,11 +503,7 @@ impl Run<'_, '_> {
             content_hash,
             name: normalize::package_name(&slot),
         };
-        Ok(Node {
-            entry,
-            slot,
-            nested: Vec::new(),
-        })
+        Ok(Node::new(entry, slot))
     }
 
     /// The remote `[dependencies]` of a package's own `agentpack.toml`.

@@ -48,10 +48,6 @@ impl Run<'_, '_> {
         );
         self.warnings.extend(self.env.fetcher.take_warnings());
         let (entry, slot) = materialized?;
-        Ok(Node {
-            entry,
-            slot,
-            nested: Vec::new(),
-        })
+        Ok(Node::new(entry, slot))
     }
 }

@@ -25,6 +25,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::warnings::WarningList;
+
 use crate::oci::{identity_tag, OciClient, OciError, OciReference, OciRepository, OciTransport};
 
 /// What a substituter sent back, already extracted.
@@ -153,7 +155,7 @@ struct Source {
 #[derive(Debug, Default)]
 pub struct Substituters {
     sources: Vec<Source>,
-    warnings: Mutex<Vec<String>>,
+    warnings: WarningList,
     /// Identities no substituter served in this command: not asked again.
     unserved: Mutex<BTreeSet<String>>,
 }
@@ -192,7 +194,7 @@ impl Substituters {
                     down: AtomicBool::new(false),
                 })
                 .collect(),
-            warnings: Mutex::new(Vec::new()),
+            warnings: WarningList::default(),
             unserved: Mutex::new(BTreeSet::new()),
         }
     }
@@ -245,22 +247,7 @@ impl Substituters {
 
     /// Warnings collected so far, emptied.
     pub fn take_warnings(&self) -> Vec<String> {
-        std::mem::take(
-            &mut *self
-                .warnings
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
-    }
-
-    fn warn(&self, message: String) {
-        let mut warnings = self
-            .warnings
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !warnings.contains(&message) {
-            warnings.push(message);
-        }
+        self.warnings.take()
     }
 
     /// Asks each substituter for the tree of `identity` (see the module docs). `what` names it in
@@ -282,30 +269,29 @@ impl Substituters {
         if self.sources.is_empty() || unserved().contains(identity) {
             return None;
         }
-        let served = self.ask(what, identity, dest, verify);
+        let served = self.ask(&Ask {
+            what,
+            identity,
+            dest,
+            verify,
+        });
         if served.is_none() {
             unserved().insert(identity.to_owned());
         }
         served
     }
 
-    fn ask(
-        &self,
-        what: &str,
-        identity: &str,
-        dest: &Path,
-        verify: &dyn Fn(&Path) -> Result<Verified, String>,
-    ) -> Option<Substituted> {
+    fn ask(&self, ask: &Ask<'_>) -> Option<Substituted> {
         for (index, entry) in self.sources.iter().enumerate() {
             if entry.down.load(Ordering::Relaxed) {
                 continue;
             }
-            let scratch = scratch_beside(dest, index);
+            let scratch = scratch_beside(ask.dest, index);
             remove_quietly(&scratch);
-            match Self::ask_one(entry, what, identity, &scratch, dest, verify) {
+            match Self::ask_one(entry, ask, &scratch) {
                 Ok(substituted) => {
                     tracing::debug!(
-                        what,
+                        what = ask.what,
                         source = substituted.served_by.as_str(),
                         "source: substituter"
                     );
@@ -314,7 +300,7 @@ impl Substituters {
                 Err(warning) => {
                     remove_quietly(&scratch);
                     if let Some(warning) = warning {
-                        self.warn(warning);
+                        self.warnings.push(warning);
                     }
                 }
             }
@@ -327,12 +313,15 @@ impl Substituters {
     /// The caller removes `scratch` on failure.
     fn ask_one(
         entry: &Source,
-        what: &str,
-        identity: &str,
+        ask: &Ask<'_>,
         scratch: &Path,
-        dest: &Path,
-        verify: &dyn Fn(&Path) -> Result<Verified, String>,
     ) -> Result<Substituted, Option<String>> {
+        let Ask {
+            what,
+            identity,
+            dest,
+            verify,
+        } = *ask;
         let name = entry.source.describe();
         let pulled = match entry.source.pull(identity, scratch) {
             Ok(Some(pulled)) => pulled,
@@ -384,6 +373,19 @@ impl Substituters {
             served_by: pulled.served_by,
         })
     }
+}
+
+/// One request to the substituters (the arguments of [`Substituters::substitute`]).
+#[derive(Clone, Copy)]
+struct Ask<'a> {
+    /// How messages name the tree (the module, or the MCP server).
+    what: &'a str,
+    /// The content identity asked for.
+    identity: &'a str,
+    /// Where the verified tree goes (must not exist).
+    dest: &'a Path,
+    /// Compares a pulled tree with the lock.
+    verify: &'a dyn Fn(&Path) -> Result<Verified, String>,
 }
 
 /// A locked package from the substituters of `fetcher`: the verified tree in `tree` and its

@@ -256,3 +256,153 @@ fn prefetch_answers_in_order_once_per_pair_and_a_missing_repository_fails_alone(
     assert_eq!(gh.count(Endpoint::Tarball, "acme", "r0"), 1);
     assert_eq!(fetcher.downloads(), 4);
 }
+
+#[test]
+fn resolving_a_committed_lock_on_a_cold_store_fills_every_slot_with_one_download_per_repository() {
+    // What `sync` does with a manifest and a committed lock (pins kept): the empty slots are
+    // filled before the walk, every repository fetched concurrently and once.
+    let gh = FakeGitHub::start();
+    const REPOS: usize = 5;
+    let (text, _) = repositories(&gh, REPOS, 3);
+    let author = env();
+    let (lock, authored_slots) = lock_of(&gh, &author, &text);
+
+    let cold = env();
+    gh.reset_counters();
+    let fetcher = fetcher(&gh, &cold);
+    let manifest = Manifest::parse(&text, Path::new("agentpack.toml")).unwrap();
+    let outcome = resolve(
+        &manifest,
+        Some(&lock),
+        &UpdatePolicy::KeepPins,
+        &cold.resolve_env(&fetcher),
+    )
+    .unwrap();
+    assert!(outcome.lock.records_same_as(&lock));
+    assert_eq!(names(&outcome.slots), names(&authored_slots));
+    for r in 0..REPOS {
+        assert_eq!(
+            gh.count(Endpoint::Tarball, "acme", &format!("r{r}")),
+            1,
+            "acme/r{r}"
+        );
+    }
+    assert_eq!(fetcher.downloads(), REPOS);
+    for package in &lock.packages {
+        let slot = PackageStore::slot(cold.store.as_ref(), &package.cache_key)
+            .unwrap()
+            .unwrap();
+        assert!(
+            slot.join("notes/ref.md").is_file(),
+            "{}",
+            package.module.as_str()
+        );
+    }
+}
+
+#[test]
+fn a_package_that_does_not_match_the_lock_is_refused_and_the_rest_of_its_batch_is_published() {
+    let gh = FakeGitHub::start();
+    let (text, _) = repositories(&gh, 2, 3);
+    let author = env();
+    let (mut lock, _) = lock_of(&gh, &author, &text);
+    // The lock says acme/r1/skills/s1 holds what acme/r1/skills/s0 holds.
+    let index = |module: &str| {
+        lock.packages
+            .iter()
+            .position(|p| p.module.as_str() == module)
+            .unwrap()
+    };
+    let (s0, s1) = (
+        index("github.com/acme/r1/skills/s0"),
+        index("github.com/acme/r1/skills/s1"),
+    );
+    lock.packages[s1].content_hash = lock.packages[s0].content_hash.clone();
+
+    let cold = env();
+    let fetcher = fetcher(&gh, &cold);
+    let error = cold
+        .fetch(&fetcher, &lock, FetchOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("github.com/acme/r1/skills/s1"), "{error}");
+    // Refused: its slot stays empty; every other package of the lock is in the store, verified.
+    for package in &lock.packages {
+        let slot = PackageStore::slot(cold.store.as_ref(), &package.cache_key).unwrap();
+        if package.module.as_str() == "github.com/acme/r1/skills/s1" {
+            assert_eq!(slot, None);
+            continue;
+        }
+        let slot = slot.unwrap_or_else(|| panic!("{}", package.module.as_str()));
+        assert_eq!(
+            cold.store.hash_tree(&slot).unwrap(),
+            *package.content_hash.as_ref().unwrap()
+        );
+    }
+}
+
+#[test]
+fn a_prefetch_for_packages_extracts_their_paths_and_keeps_the_whole_repository() {
+    let gh = FakeGitHub::start();
+    let repo = gh.repo("acme", "big");
+    repo.write(
+        "skills/a/SKILL.md",
+        "---\nname: a\ndescription: a\n---\nA.\n",
+    );
+    repo.write(
+        "skills/b/SKILL.md",
+        "---\nname: b\ndescription: b\n---\nB.\n",
+    );
+    repo.write("docs/page.md", "documentation\n");
+    repo.write(
+        ".claude-plugin/marketplace.json",
+        r#"{"name":"m","plugins":[]}"#,
+    );
+    let commit = repo.commit("c");
+    let id = RepoId::new("acme", "big");
+    let env = env();
+    let first = fetcher(&gh, &env);
+    let results = first.prefetch_packages(&[(id.clone(), commit.clone(), vec!["skills/a".into()])]);
+    let partial = results[0].as_ref().unwrap();
+    assert_eq!(partial.only, Some(vec!["skills/a".to_owned()]));
+    assert!(partial.root.join("skills/a/SKILL.md").is_file());
+    // The catalogs normalization reads at the root come along; nothing else does.
+    assert!(partial
+        .root
+        .join(".claude-plugin/marketplace.json")
+        .is_file());
+    assert!(!partial.root.join("skills/b").exists());
+    assert!(!partial.root.join("docs").exists());
+
+    // Another path of the same commit: the whole tree, from the kept snapshot, no new download.
+    gh.reset_counters();
+    let b = env.home.join("b");
+    first.fetch_package(&id, &commit, "skills/b", &b).unwrap();
+    assert!(b.join("SKILL.md").is_file());
+    let whole = first.snapshot(&id, &commit).unwrap();
+    assert_eq!(whole.only, None);
+    assert!(whole.root.join("docs/page.md").is_file());
+    assert_eq!(gh.total(Endpoint::Tarball), 0);
+    assert_eq!(first.downloads(), 1);
+
+    // The next command takes the whole tree from the kept tarball.
+    let next = fetcher(&gh, &env);
+    let kept = next.snapshot(&id, &commit).unwrap();
+    assert!(kept.root.join("docs/page.md").is_file());
+    assert!(kept.root.join("skills/b/SKILL.md").is_file());
+    assert_eq!(gh.total(Endpoint::Tarball), 0);
+    assert_eq!(next.downloads(), 0);
+
+    // Without a store nothing is kept: the rest of the tree is downloaded again.
+    let resolver = Arc::new(
+        Resolver::new(github_config(&gh), Arc::new(InMemoryMetadataCache::new())).unwrap(),
+    );
+    let storeless = SnapshotFetcher::new(resolver, &env.home.join("storeless")).unwrap();
+    storeless.prefetch_packages(&[(id.clone(), commit.clone(), vec!["skills/a".into()])]);
+    let c = env.home.join("c");
+    storeless
+        .fetch_package(&id, &commit, "skills/b", &c)
+        .unwrap();
+    assert!(c.join("SKILL.md").is_file());
+    assert_eq!(storeless.downloads(), 2);
+}

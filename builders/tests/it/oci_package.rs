@@ -68,7 +68,16 @@ impl Machine {
         let manifest = Manifest::parse(text, Path::new("agentpack.toml")).unwrap();
         resolve(&manifest, None, &UpdatePolicy::KeepPins, &env)
             .map(|outcome| outcome.lock)
-            .map_err(|e| e.to_string())
+            .map_err(|e| {
+                // The error and its causes, as the cli prints them (each on its own line).
+                let mut text = e.to_string();
+                let mut cause = std::error::Error::source(&e);
+                while let Some(inner) = cause {
+                    text.push_str(&format!("\n  caused by: {inner}"));
+                    cause = inner.source();
+                }
+                text
+            })
     }
 }
 
@@ -163,6 +172,12 @@ fn a_layer_of_another_media_type_is_refused_naming_the_package_and_the_media_typ
     assert!(error.contains(&format!("cannot fetch {module}")), "{error}");
     assert!(
         error.contains("application/vnd.example.thing.v1"),
+        "{error}"
+    );
+    // Each cause is printed once: the package's line does not repeat the OCI client's cause.
+    assert_eq!(
+        error.matches("application/vnd.example.thing.v1").count(),
+        1,
         "{error}"
     );
     assert!(a.store.slots().unwrap().is_empty(), "nothing was published");

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use agentpack_builders::github::GitHubConfig;
 use agentpack_builders::project::{
-    PlanOptions, ProjectRoots, ProjectSession, ResolvePolicy, ResolvedMode,
+    EntryCheck, PlanOptions, ProjectRoots, ProjectSession, ResolvePolicy, ResolvedMode,
 };
 use agentpack_builders::resolve::UpdatePolicy;
 use agentpack_builders::session::GitHubSession;
@@ -190,4 +190,101 @@ fn a_mode_the_manifest_does_not_declare_is_refused_with_the_fix() {
     let text = error.to_string();
     assert!(text.contains("mode `writing` is not declared"), "{text}");
     assert!(text.contains("agentpack mode create writing"), "{text}");
+}
+
+#[test]
+fn a_read_only_session_inspects_plans_the_same_plan_and_writes_nothing() {
+    let world = World::new();
+    // Never synced: no store at all. The read-only session opens it as empty.
+    let read_only = |world: &World| {
+        let store = Store::open_read_only(
+            &world.roots.agentpack_home.join("cache"),
+            StoreOptions::default(),
+        )
+        .unwrap();
+        ProjectSession::open_read_only(world.roots.clone(), Arc::new(store)).unwrap()
+    };
+    let mut session = world.session();
+    let relock = ResolvePolicy::Relock {
+        update: UpdatePolicy::KeepPins,
+        replace_unreadable: false,
+    };
+    let resolved = session.resolve(&relock, None).unwrap();
+    session.save_lock(&resolved.lock, true).unwrap();
+    let mode = ResolvedMode::of(session.manifest(), "default").unwrap();
+    let synced = session
+        .plan(&resolved, &mode, &[Agent::Claude], &options())
+        .unwrap();
+    drop(session);
+
+    let before = snapshot(world._dir.path());
+    let inspecting = read_only(&world);
+    assert!(inspecting.is_read_only());
+    let inspected = inspecting.resolve(&ResolvePolicy::Inspect, None).unwrap();
+    assert_eq!(inspected.lock.packages.len(), 2);
+    assert!(inspected
+        .entries
+        .values()
+        .all(|entry| matches!(entry, EntryCheck::Usable { verified: true, .. })));
+    let plan = inspecting
+        .plan(&inspected, &mode, &[Agent::Claude], &options())
+        .unwrap();
+    assert_eq!(plan.generation, synced.generation, "the same pure plan");
+    // Everything that would write is refused.
+    let sync = ResolvePolicy::Sync {
+        update: UpdatePolicy::KeepPins,
+        repair: false,
+    };
+    for error in [
+        inspecting.resolve(&sync, None).unwrap_err(),
+        inspecting.build(&plan).unwrap_err(),
+        inspecting.github().map(|_| ()).unwrap_err(),
+    ] {
+        assert!(
+            matches!(
+                error,
+                agentpack_builders::project::PipelineError::ReadOnly { .. }
+            ),
+            "{error}"
+        );
+    }
+    drop(inspecting);
+    assert_eq!(
+        snapshot(world._dir.path()),
+        before,
+        "a read-only session wrote"
+    );
+
+    // A missing cache entry is data: left out of the plan, never fetched.
+    let slot = world
+        .roots
+        .agentpack_home
+        .join("cache")
+        .join(resolved.lock.packages[0].cache_key.as_str());
+    std::fs::remove_file(&slot).unwrap();
+    let inspecting = read_only(&world);
+    let inspected = inspecting.resolve(&ResolvePolicy::Inspect, None).unwrap();
+    let module = resolved.lock.packages[0].module.as_str();
+    assert!(
+        matches!(&inspected.entries[module], EntryCheck::Missing { reason } if reason.contains("no cache entry")),
+        "{:?}",
+        inspected.entries
+    );
+    assert_eq!(inspected.lock.packages.len(), 1);
+    assert_eq!(inspected.old_lock.packages.len(), 2);
+    inspecting
+        .plan(&inspected, &mode, &[Agent::Claude], &options())
+        .unwrap();
+    assert!(!slot.exists());
+
+    // No store at all reads as empty.
+    let fresh = World::new();
+    std::fs::copy(world.roots.lock_path(), fresh.roots.lock_path()).unwrap();
+    let inspecting = read_only(&fresh);
+    let inspected = inspecting.resolve(&ResolvePolicy::Inspect, None).unwrap();
+    assert!(inspected
+        .entries
+        .values()
+        .all(|entry| matches!(entry, EntryCheck::Missing { .. })));
+    assert!(!fresh.roots.agentpack_home.exists());
 }

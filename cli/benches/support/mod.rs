@@ -49,3 +49,44 @@ pub fn median(mut samples: Vec<Duration>) -> Duration {
 pub fn ms(duration: Duration) -> String {
     format!("{:.1} ms", duration.as_secs_f64() * 1000.0)
 }
+
+/// Writes plugin `p` of marketplace `r` into `repo` the way the 100-plugin benchmarks shape it
+/// (a manifest, three skills with a reference each, two commands, one agent) and returns its
+/// directory and its `[dependencies]` line.
+pub fn write_market_plugin(
+    repo: &agentpack_test_support::TestRepo,
+    market: &str,
+    r: usize,
+    p: usize,
+) -> (String, String) {
+    let dir = format!("plugins/p{p}");
+    repo.write(
+        &format!("{dir}/.claude-plugin/plugin.json"),
+        format!(r#"{{"name":"m{r}-p{p}","version":"1.0.0","description":"plugin {p} of marketplace {r}"}}"#),
+    );
+    for s in 0..3 {
+        repo.write(
+            &format!("{dir}/skills/s{s}/SKILL.md"),
+            format!(
+                "---\nname: m{r}-p{p}-s{s}\ndescription: skill {s} of plugin {p}\n---\n\n{}",
+                "Follow the steps.\n".repeat(30)
+            ),
+        );
+        repo.write(
+            &format!("{dir}/skills/s{s}/reference.md"),
+            format!("reference {r} {p} {s}\n").repeat(80),
+        );
+    }
+    for c in 0..2 {
+        repo.write(
+            &format!("{dir}/commands/c{c}.md"),
+            format!("---\ndescription: command {c}\n---\nRun command {c} of m{r}-p{p}.\n"),
+        );
+    }
+    repo.write(
+        &format!("{dir}/agents/reviewer.md"),
+        format!("---\nname: m{r}-p{p}-reviewer\ndescription: reviews\n---\nReview.\n"),
+    );
+    let dependency = format!("\"github.com/bench/{market}/{dir}\" = \"^1.0\"");
+    (dir, dependency)
+}

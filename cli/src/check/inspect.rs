@@ -141,17 +141,17 @@ pub fn cache(slots: &BTreeMap<String, SlotCheck>, cache_dir: &Path) -> Vec<Findi
     found
 }
 
-/// The staged tree of the mode: selected at all, and built from the cache entries the lock names
+/// The staged tree of the mode (`target`: the generation checked, which `pointer` selects or a
+/// launch holds its lease on): selected at all, and built from the cache entries the lock names
 /// now and from the current `.agents/` overlay.
 pub fn staging(
-    staging_root: &Path,
+    pointer: &ModePointer,
+    target: Option<&Path>,
     mode_name: &str,
-    mode_dir: &str,
     slots: &BTreeMap<String, SlotCheck>,
     workspace: &Path,
     cache_dir: &Path,
 ) -> Vec<Finding> {
-    let pointer = ModePointer::new(staging_root, mode_dir);
     let missing = |why: String| {
         vec![Finding::new(
             code::STAGING_MISSING,
@@ -162,7 +162,7 @@ pub fn staging(
             "run `agentpack sync` (or `agentpack env restore`) to build the staged tree",
         )]
     };
-    let Some(target) = pointer.current() else {
+    let Some(target) = target else {
         return missing(format!("mode `{mode_name}` has never been staged here"));
     };
     if !target.is_dir() {

@@ -14,7 +14,9 @@
 //! 4 a required observation unknown, 5 operational failure.
 //!
 //! Layout: `run` (the check itself), `requirements` (a contract requirement's finding and what
-//! the plan knows of a property), `human` (the text summary), and the inspections it composes.
+//! the plan knows of a property), `sources` (the declared sources and the digest framing),
+//! `human` (the text summary), and the inspections it composes. [`evaluate_default_contract`] is
+//! the strict launch's entry: the same check for the generation the launch leases.
 
 mod finding;
 mod human;
@@ -24,6 +26,7 @@ mod observed;
 mod plan;
 mod requirements;
 mod run;
+mod sources;
 
 pub use human::human;
 pub use run::preflight;
@@ -50,6 +53,8 @@ pub struct Request {
     pub contract: Option<PathBuf>,
     /// A receipt id, a receipt file, or `latest`.
     pub receipt: Option<String>,
+    /// The generation to check (a strict launch's leased one); `None`: the mode's pointer.
+    pub generation: Option<PathBuf>,
 }
 
 /// The exit codes.
@@ -70,29 +75,37 @@ pub struct Evaluation {
     pub exit_code: u8,
     /// The contract evaluated.
     pub contract: PathBuf,
-    /// The blocking findings (violations, required unknowns, errors), each as
-    /// `CODE target: message` and its remedy; or the reason preflight stopped.
+    /// The blocking findings (violations, required unknowns, errors), then the receipt findings
+    /// that explain an unknown (missing, stale, unusable), each as `CODE target: message` and
+    /// its remedy; or the reason preflight stopped.
     pub blocking: Vec<(String, String)>,
 }
 
-/// The launch's entry point: evaluates `contract.json` beside the definition for `agent` under
-/// `policy` (no receipt, so `observed` requirements stay unknown), exactly as `preflight` does.
-/// `None` when the definition has no contract. Writes nothing and prints nothing.
+/// The launch's entry point: evaluates `contract.json` beside the definition for `agent`, exactly
+/// as `agentpack --strict-external preflight --agent A --policy local --receipt latest` would, but
+/// for `generation` (the one the launch holds its lease on) rather than whatever the mode's pointer
+/// selects by then. The policy is `local` (a launcher takes no `--policy`); the agent's newest
+/// receipt is attached when the project has one, under preflight's freshness rules (a stale,
+/// failed or other-policy receipt answers nothing, so its `observed` requirements stay unknown),
+/// and without one they stay unknown too. `None` when the definition has no contract. Writes
+/// nothing and prints nothing.
 pub fn evaluate_default_contract(
     ctx: &Context,
     agent: Agent,
-    policy: Policy,
+    generation: &Path,
 ) -> Result<Option<Evaluation>> {
     let project = Project::discover(ctx)?;
     let contract = project.root.join(CONTRACT_FILE);
     if !contract.is_file() {
         return Ok(None);
     }
+    let receipts = project.state_dir().join(crate::evidence::receipt::DIR);
     let args = Request {
         agent: agent.as_str().to_owned(),
-        policy,
+        policy: Policy::Local,
         contract: Some(contract.clone()),
-        receipt: None,
+        receipt: has_receipt(&receipts, agent).then(|| "latest".to_owned()),
+        generation: Some(generation.to_path_buf()),
     };
     let evaluation = match run::preflight(ctx, &args) {
         Ok(report) => Evaluation {
@@ -102,6 +115,13 @@ pub fn evaluate_default_contract(
                 .findings
                 .iter()
                 .filter(|f| matches!(f.severity, Severity::Violation | Severity::Error))
+                .chain(report.findings.iter().filter(|f| {
+                    report.exit_code != 0
+                        && matches!(
+                            f.code,
+                            code::RECEIPT_MISSING | code::RECEIPT_STALE | code::RECEIPT_UNUSABLE
+                        )
+                }))
                 .map(|f| {
                     (
                         format!("{} {}: {}", f.code, f.target, f.message),
@@ -122,6 +142,16 @@ pub fn evaluate_default_contract(
         },
     };
     Ok(Some(evaluation))
+}
+
+/// Whether `dir` holds a receipt of `agent`, whatever its state (a failed or old-format one is
+/// attached all the same, so the report says why it answers nothing).
+fn has_receipt(dir: &Path, agent: Agent) -> bool {
+    use crate::evidence::receipt::{locate, ReceiptError};
+    !matches!(
+        locate(dir, "latest", agent.as_str(), dir),
+        Err(ReceiptError::None { skipped, .. }) if skipped.is_empty()
+    )
 }
 
 /// The identities a report is bound to.
@@ -162,14 +192,6 @@ pub struct PlanSummary {
     artifacts: Vec<plan::Artifact>,
     mcp_servers: Vec<String>,
     workspace_writes: Vec<String>,
-}
-
-pub(super) fn read_optional(path: &Path) -> std::result::Result<Option<Vec<u8>>, anyhow::Error> {
-    match agentpack_lockfile::read_regular_file(path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(err) => Err(anyhow::Error::new(err).context(format!("cannot read {}", path.display()))),
-    }
 }
 
 /// 5 on an operational error, else 3 on a violation, else 4 on a blocking unknown, else 0.

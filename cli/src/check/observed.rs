@@ -4,6 +4,10 @@
 //! completed. A stale, failed, partial or unreadable receipt stays a
 //! diagnostic finding and never answers a requirement; `latest` is the newest receipt of the
 //! agent, never an older one. Reads the receipt; writes nothing.
+//!
+//! An attached receipt answers skill, command and agent requirements from the artifacts it
+//! lists, and MCP server requirements from Claude Code's `plugin details` inventory of the
+//! staged bundle (its `plugin_details` property, controlled projection).
 
 use std::path::Path;
 
@@ -211,6 +215,9 @@ pub fn lookup(receipt: Option<&Receipt>, unavailable: &str, requirement: &Requir
     // The receipt's own scope, or a second scope the probe observed beside it (`other_scopes`:
     // Claude Code's controlled projection, Codex's workspace session).
     let scope = requirement.scope.as_deref().unwrap_or("native_catalog");
+    if requirement.category == "mcp_server" {
+        return mcp_server(catalog, scope, requirement);
+    }
     let listing: Vec<&crate::evidence::catalog::Observed> = if scope == receipt.scope {
         catalog.artifacts.iter().collect()
     } else {
@@ -231,9 +238,10 @@ pub fn lookup(receipt: Option<&Receipt>, unavailable: &str, requirement: &Requir
         return Known::Unknown(format!("a probe does not observe {category} properties"));
     }
     // Codex has neither commands nor agents: agentpack renders them as skills, observed as such
-    // and reported under their own category. OpenCode's `debug skill` lists skills only, so a
-    // skill of the name answers there too.
-    let listed_as = if receipt.agent == "claude" {
+    // and reported under their own category. Claude Code's init event and OpenCode's resolved
+    // configuration (`debug config`, a staged agent confirmed by `agent list`) list commands and
+    // agents themselves: only an artifact of that category answers.
+    let listed_as = if crate::evidence::adapter::lists_commands_and_agents(&receipt.agent) {
         category
     } else {
         "skill"
@@ -257,5 +265,106 @@ pub fn lookup(receipt: Option<&Receipt>, unavailable: &str, requirement: &Requir
         (property, Some(_)) => Known::Unknown(format!(
             "{category}.{property} is not observed by this probe"
         )),
+    }
+}
+
+/// What Claude Code's `plugin details` inventory of the staged bundle (the receipt's
+/// `plugin_details` property) says of the MCP server `requirement` selects in `scope`: listed is
+/// present; unlisted stays unknown (the bundle is not every place a server can come from), and
+/// so does everything when the receipt holds no observed inventory for that scope.
+fn mcp_server(
+    catalog: &crate::evidence::catalog::Catalog,
+    scope: &str,
+    requirement: &Requirement,
+) -> Known {
+    let name = requirement.name.as_deref().unwrap_or_default();
+    let Some(details) = catalog
+        .properties
+        .iter()
+        .find(|p| p.name == "plugin_details" && p.scope == scope)
+    else {
+        return Known::Unknown(format!(
+            "the receipt holds no `plugin details` inventory in the {scope} scope (Claude Code's controlled projection lists the bundle's MCP servers): name that scope in the selector"
+        ));
+    };
+    let listed = details
+        .value
+        .as_ref()
+        .and_then(|value| value["inventory"]["mcp_servers"].as_array())
+        .filter(|_| details.status == "observed");
+    let Some(listed) = listed else {
+        return Known::Unknown(format!(
+            "the `plugin details` inventory is {}: {}",
+            details.status,
+            details
+                .reason
+                .as_deref()
+                .unwrap_or("no inventory was recorded")
+        ));
+    };
+    let found = listed.iter().any(|server| server.as_str() == Some(name));
+    match (requirement.property.as_str(), found) {
+        ("presence", true) => Known::Value(Value::Bool(true), Evidence::Observed),
+        ("presence", false) => Known::Unknown(format!(
+            "`plugin details` does not list the MCP server `{name}`, and absence stays unknown in the {scope} scope (the staged bundle is not every place a server comes from)"
+        )),
+        (property, _) => Known::Unknown(format!(
+            "mcp_server.{property} is not observed by this probe"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::catalog::{Catalog, Property};
+
+    fn requirement(category: &str, name: &str, scope: &str) -> Requirement {
+        let text = serde_json::json!({"schema_version": 1, "requirements": [{"id": "r",
+            "target": "claude", "selector": {"category": category, "name": name, "scope": scope},
+            "predicate": "present", "minimum_evidence": "observed"}]});
+        agentpack_builders::contract::parse(&serde_json::to_vec(&text).unwrap())
+            .unwrap()
+            .requirements
+            .remove(0)
+    }
+
+    fn details(status: &str, servers: &[&str]) -> Catalog {
+        Catalog {
+            properties: vec![Property {
+                name: "plugin_details".to_owned(),
+                scope: "controlled_projection".to_owned(),
+                status: status.to_owned(),
+                value: (status == "observed")
+                    .then(|| serde_json::json!({"inventory": {"mcp_servers": servers}})),
+                reason: (status != "observed").then(|| "no `plugin details`".to_owned()),
+            }],
+            ..Catalog::default()
+        }
+    }
+
+    #[test]
+    fn mcp_servers_are_answered_from_the_plugin_details_inventory() {
+        let listed = details("observed", &["probe-mcp"]);
+        let present = requirement("mcp_server", "probe-mcp", "controlled_projection");
+        assert!(matches!(
+            mcp_server(&listed, "controlled_projection", &present),
+            Known::Value(Value::Bool(true), Evidence::Observed)
+        ));
+        let other = requirement("mcp_server", "other", "controlled_projection");
+        assert!(matches!(
+            mcp_server(&listed, "controlled_projection", &other),
+            Known::Unknown(_)
+        ));
+        // Another scope, or an inventory the client could not give: unknown, never a guess.
+        let session = requirement("mcp_server", "probe-mcp", "workspace_session");
+        assert!(matches!(
+            mcp_server(&listed, "workspace_session", &session),
+            Known::Unknown(_)
+        ));
+        assert!(matches!(
+            mcp_server(&details("unknown", &[]), "controlled_projection", &present),
+            Known::Unknown(m) if m.contains("no `plugin details`")
+        ));
     }
 }

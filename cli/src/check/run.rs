@@ -2,7 +2,6 @@
 //! inherited places, renders the agent's plan in memory, evaluates the contract and collects the
 //! findings into a [`Report`]. Never writes.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use agentpack_builders::generation::pointer::ModePointer;
@@ -18,20 +17,23 @@ use crate::project::Project;
 use agentpack_builders::contract::{self, Requirement};
 use finding::{code, Finding, Severity};
 
-use super::requirements::{known, requirement_finding};
-use super::{exit_code, read_optional, Identities, PlanSummary, Report, Request, Stop};
+use super::requirements::{known, requirement_finding, Facts};
+use super::sources::Sources;
+use super::{exit_code, Identities, PlanSummary, Report, Request, Stop};
 use super::{finding, inherit, inspect, observed, plan};
 
 pub fn preflight(ctx: &Context, args: &Request) -> std::result::Result<Report, Stop> {
     let agent = Agent::from_name(&args.agent)
         .ok_or_else(|| Stop::Usage(anyhow::anyhow!("unknown agent `{}`", args.agent)))?;
     let project = Project::discover(ctx).map_err(Stop::Usage)?;
-    let manifest_bytes = agentpack_lockfile::read_regular_file(&project.manifest_path)
-        .with_context(|| format!("cannot read {}", project.manifest_path.display()))
-        .map_err(Stop::Operational)?;
-    let lock_bytes = read_optional(&project.lock_path).map_err(Stop::Operational)?;
-    let manifest = project.load_manifest().map_err(Stop::Operational)?;
-    let lock = project.load_lock(&manifest).map_err(Stop::Operational)?;
+    // One read of the definition and the lock: the read-only session's, which the plan uses too.
+    let session = crate::pipeline::open_read_only(&project).map_err(Stop::Operational)?;
+    let manifest_bytes = session.files().manifest_bytes().to_vec();
+    let lock_bytes = session.files().lock_bytes().map(<[u8]>::to_vec);
+    let manifest = session.manifest().clone();
+    let lock = session
+        .lock()
+        .map_err(|err| Stop::Operational(err.into()))?;
     let mode = crate::pipeline::resolve_mode(ctx, &manifest).map_err(Stop::Usage)?;
 
     let contract_path = match &args.contract {
@@ -64,6 +66,11 @@ pub fn preflight(ctx: &Context, args: &Request) -> std::result::Result<Report, S
         }
     };
 
+    // The generation checked: the one a strict launch holds its lease on, else the mode's pointer.
+    let staged_target = args
+        .generation
+        .clone()
+        .or_else(|| ModePointer::new(&project.staging_root, &mode.dir).current());
     let home = env::var(EnvVars::HOME).map(PathBuf::from);
     let config_home = env::var(EnvVars::XDG_CONFIG_HOME)
         .map(PathBuf::from)
@@ -77,44 +84,23 @@ pub fn preflight(ctx: &Context, args: &Request) -> std::result::Result<Report, S
         args.policy,
         env::flag(EnvVars::AGENTPACK_REQUIRE_VERIFIED),
     ));
-    let slots: BTreeMap<String, plan::SlotCheck> = lock
-        .packages
-        .iter()
-        .map(|package| {
-            (
-                package.module.as_str().to_owned(),
-                plan::check_slot(&cache_dir, package),
-            )
-        })
-        .collect();
+    // The Plan sync computes, from a read-only session: the cache entries it checked and what
+    // it plans for the agent (see `plan`).
+    let plan::Effective {
+        slots,
+        plan: agent_plan,
+    } = plan::effective_in(ctx, &session, &mode, agent).map_err(Stop::Operational)?;
     findings.extend(inspect::cache(&slots, &cache_dir));
     findings.extend(inspect::staging(
-        &project.staging_root,
+        &ModePointer::new(&project.staging_root, &mode.dir),
+        staged_target.as_deref(),
         &mode.name,
-        &mode.dir,
         &slots,
         &project.workspace,
         &cache_dir,
     ));
-
-    let state_dir = project.state_dir();
-    let agent_plan = plan::agent_plan(&plan::PlanInputs {
-        agent,
-        manifest: &manifest,
-        lock: &lock,
-        mode: &mode,
-        workspace: &project.workspace,
-        agentpack_home: &project.home.root,
-        state_dir: &state_dir,
-        slots: &slots,
-        yolo: ctx.yolo,
-    })
-    .map_err(Stop::Operational)?;
-    if let Some(staged) = ModePointer::new(&project.staging_root, &mode.dir)
-        .current()
-        .filter(|target| target.is_dir())
-    {
-        let differences = plan::staged_differences(&agent_plan, &staged);
+    if let Some(staged) = staged_target.as_deref().filter(|target| target.is_dir()) {
+        let differences = plan::staged_differences(&agent_plan, staged);
         if !differences.is_empty() && agent_plan.complete() {
             findings.push(Finding::new(
                 code::STAGING_STALE,
@@ -280,7 +266,6 @@ pub fn preflight(ctx: &Context, args: &Request) -> std::result::Result<Report, S
         }
     };
 
-    let staged_target = ModePointer::new(&project.staging_root, &mode.dir).current();
     let (receipt, unavailable) = match &args.receipt {
         None => (
             None,
@@ -315,7 +300,19 @@ pub fn preflight(ctx: &Context, args: &Request) -> std::result::Result<Report, S
     };
     let mut requirements = Vec::new();
     if let Some(contract) = &contract {
-        let lookup = |requirement: &Requirement| known(requirement, &agent_plan, &lock, &inherited);
+        let sources = Sources::new(
+            &agent_plan.packages,
+            agent_plan.overlay.as_ref(),
+            &agent_plan.filter,
+        );
+        let facts = Facts {
+            agent,
+            plan: &agent_plan,
+            lock: &lock,
+            inherited: &inherited,
+            sources: &sources,
+        };
+        let lookup = |requirement: &Requirement| known(requirement, &facts);
         let observed_lookup = |requirement: &Requirement| {
             observed::lookup(receipt.as_ref(), unavailable, requirement)
         };
@@ -350,10 +347,9 @@ pub fn preflight(ctx: &Context, args: &Request) -> std::result::Result<Report, S
     }
 
     let exit_code = exit_code(&findings);
-    let staged =
-        agentpack_builders::generation::pointer::ModePointer::new(&project.staging_root, &mode.dir)
-            .current()
-            .and_then(|target| target.file_name().map(|n| n.to_string_lossy().into_owned()));
+    let staged = staged_target
+        .as_deref()
+        .and_then(|target| target.file_name().map(|n| n.to_string_lossy().into_owned()));
     Ok(Report {
         agent: agent.as_str().to_owned(),
         mode: mode.name.clone(),

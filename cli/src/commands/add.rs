@@ -1,6 +1,6 @@
 //! `agentpack add <spec>` and `agentpack remove <spec>`: edit `[dependencies]`, re-resolve, sync.
 //!
-//! Both are transactions over the two files ([`apply_manifest_edit`], one session: each file is
+//! Both are transactions over the two files ([`ManifestEditSession`], one session: each file is
 //! read once and the edit resolved once): resolution runs on the edited manifest in memory, then the
 //! manifest and the lock are written, then (unless `--no-sync`) the project is synced. If any step
 //! fails, `agentpack.toml` and `pack.lock` are put back exactly as they were. Edits keep the user's
@@ -20,8 +20,7 @@ use clap::Args;
 
 use crate::context::Context;
 use crate::output;
-use crate::pipeline;
-use crate::pipeline::edit::{apply_manifest_edit, module_of, ManifestEdit};
+use crate::pipeline::edit::{module_of, ManifestEditSession};
 use crate::project::Project;
 
 #[derive(Debug, Args)]
@@ -47,26 +46,19 @@ pub struct RemoveArgs {
 }
 
 pub fn run_add(ctx: &Context, args: &AddArgs) -> Result<ExitCode> {
-    let project = Project::discover(ctx)?;
-    let mut session = pipeline::open(&project)?;
-    let mut document = session.manifest_document()?;
-    let (module, dependency) = dependency_for(ctx, &project, &session, args)?;
-    let existing = document.to_manifest()?.dependencies.get(&module).cloned();
+    let mut edit = ManifestEditSession::open(ctx)?;
+    let (module, dependency) = dependency_for(ctx, &edit.project, &edit.session, args)?;
+    let existing = edit
+        .document
+        .to_manifest()?
+        .dependencies
+        .get(&module)
+        .cloned();
     if let Some(existing) = &existing {
-        check_replaceable(&project, args, &module, existing, &dependency)?;
+        check_replaceable(&edit.project, args, &module, existing, &dependency)?;
     }
-    document.set_dependency(&module, &dependency)?;
-    apply_manifest_edit(
-        ctx,
-        &project,
-        &mut session,
-        ManifestEdit {
-            document: &document,
-            no_sync: args.no_sync,
-            command: format!("add {}", args.spec),
-        },
-        |_| Ok(()),
-    )?;
+    edit.document.set_dependency(&module, &dependency)?;
+    edit.apply(ctx, args.no_sync, format!("add {}", args.spec), |_| Ok(()))?;
     if ctx.says() {
         output::info(&format!("Added {module}"));
     }
@@ -273,31 +265,21 @@ fn relative_to(base: &Path, target: &Path) -> String {
 }
 
 pub fn run_remove(ctx: &Context, args: &RemoveArgs) -> Result<ExitCode> {
-    let project = Project::discover(ctx)?;
-    let mut session = pipeline::open(&project)?;
-    let mut document = session.manifest_document()?;
+    let mut edit = ManifestEditSession::open(ctx)?;
     let module = match ModuleId::parse(&args.spec) {
         Ok(module) => module,
         Err(_) => ModuleId::parse(&module_of(&args.spec)?)?,
     };
-    if !document.remove_dependency(&module) {
+    if !edit.document.remove_dependency(&module) {
         bail!(
             "{module} is not a dependency in {}\n  fix  check the key under [dependencies]",
-            project.manifest_path.display()
+            edit.project.manifest_path.display()
         );
     }
-    let pruned = document.remove_selectors_for_module(&module);
-    apply_manifest_edit(
-        ctx,
-        &project,
-        &mut session,
-        ManifestEdit {
-            document: &document,
-            no_sync: args.no_sync,
-            command: format!("remove {}", args.spec),
-        },
-        |_| Ok(()),
-    )?;
+    let pruned = edit.document.remove_selectors_for_module(&module);
+    edit.apply(ctx, args.no_sync, format!("remove {}", args.spec), |_| {
+        Ok(())
+    })?;
     if ctx.says() {
         let also = if pruned > 0 {
             format!(" and {pruned} mode selector(s) naming it")

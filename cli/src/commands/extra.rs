@@ -425,21 +425,12 @@ fn stage_and_swap(
     }
     // One transaction: each older copy goes aside into its temp directory, the new one into place;
     // a failed step puts back every one done before it.
-    let mut swaps = agentpack_fs::Transaction::new();
-    for step in &staged {
-        if let Err(error) = swaps.install_via(&step.new_copy(), &step.to, &step.old_copy()) {
-            for failed in swaps.rollback() {
-                output::warn(&format!(
-                    "could not put back {}: {}",
-                    failed.path.display(),
-                    failed.source
-                ));
-            }
-            return Err(error.into());
+    crate::fs_transaction::run(|swaps| {
+        for step in &staged {
+            swaps.install_via(&step.new_copy(), &step.to, &step.old_copy())?;
         }
-    }
-    swaps.commit();
-    Ok(())
+        Ok(())
+    })
 }
 
 fn copy_tree(from: &Path, to: &Path) -> Result<()> {

@@ -20,8 +20,9 @@
 //! (`CODEX_HOME`) and Grok (`GROK_HOME`) get theirs from outside it; Cursor and Antigravity read a
 //! workspace overlay and are refused before anything is staged or written.
 //! When the definition has `contract.json`, a strict launch evaluates it for its agent after
-//! staging, under the generation's lease, with preflight's evaluation ([`contract_refusal`]), and
-//! refuses to start the agent on a violation (exit 3) or a required unknown (exit 4).
+//! staging, under the generation's lease and for that generation, with preflight's evaluation
+//! (`local` policy, the agent's newest probe receipt when there is one: [`contract_refusal`]),
+//! and refuses to start the agent on a violation (exit 3) or a required unknown (exit 4).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -109,7 +110,7 @@ pub fn run(ctx: &Context, agent: Agent, args: &LaunchArgs) -> Result<ExitCode> {
 
     // `--strict-external`: the default contract, evaluated under the lease, before the agent starts.
     if ctx.strict_external {
-        let refusal = contract_refusal(ctx, agent);
+        let refusal = contract_refusal(ctx, agent, &generation);
         if let Some((code, error)) = refusal {
             if let Some(lease) = &lease {
                 let _ = store.release_lease(lease);
@@ -158,14 +159,11 @@ pub fn refuse_workspace_overlay(agent: Agent) -> Result<()> {
 }
 
 /// `--strict-external`: evaluates `contract.json` beside the definition (when there is one) for
-/// `agent` under the `local` policy, as `agentpack preflight` does, and returns the exit code and
-/// the error naming each blocking finding when the contract does not hold.
-fn contract_refusal(ctx: &Context, agent: Agent) -> Option<(u8, anyhow::Error)> {
-    let evaluation = match crate::check::evaluate_default_contract(
-        ctx,
-        agent,
-        crate::evidence::policy::Policy::Local,
-    ) {
+/// `agent` and the leased `generation`, as `agentpack --strict-external preflight --policy local
+/// --receipt latest` does (the newest receipt only when there is one), and returns the exit code
+/// and the error naming each blocking finding when the contract does not hold.
+fn contract_refusal(ctx: &Context, agent: Agent, generation: &Path) -> Option<(u8, anyhow::Error)> {
+    let evaluation = match crate::check::evaluate_default_contract(ctx, agent, generation) {
         Ok(None) => return None,
         Ok(Some(evaluation)) if evaluation.exit_code == 0 => return None,
         Ok(Some(evaluation)) => evaluation,

@@ -24,7 +24,7 @@ use serde::Serialize;
 use crate::context::Context;
 use crate::output;
 use crate::pipeline;
-use crate::pipeline::edit::{apply_manifest_edit, lock_options, ManifestEdit};
+use crate::pipeline::edit::{lock_options, ManifestEditSession};
 use crate::project::Project;
 
 #[derive(Debug, clap::Args)]
@@ -124,17 +124,15 @@ fn merged_servers(
 }
 
 fn run_add(ctx: &Context, args: &McpAddArgs) -> Result<ExitCode> {
-    let project = Project::discover(ctx)?;
-    let mut session = pipeline::open(&project)?;
-    let mut document = session.manifest_document()?;
+    let mut edit = ManifestEditSession::open(ctx)?;
     // What runs under this name today: `./.agents/mcp.json` is merged last, so a server it
     // defines would shadow the one added here, which would be recorded but never run.
-    let (current, _) = merged_servers(ctx, &session)?;
+    let (current, _) = merged_servers(ctx, &edit.session)?;
     let shadowed_package = match current.iter().find(|s| s.name == args.name) {
         Some(existing) if existing.source == McpSource::DotAgents => bail!(
             "MCP server `{name}` is defined in .agents/mcp.json, which is merged after agentpack.toml: the server added here would never run; nothing was written\n  fix  add it under another name (`agentpack mcp add <other-name> ...`), or remove `{name}` from {overlay} first",
             name = args.name,
-            overlay = project.root.join(".agents/mcp.json").display()
+            overlay = edit.project.root.join(".agents/mcp.json").display()
         ),
         Some(MergedServer {
             source: McpSource::Plugin { module, .. },
@@ -151,9 +149,9 @@ fn run_add(ctx: &Context, args: &McpAddArgs) -> Result<ExitCode> {
         cwd: args.cwd.clone(),
         ..McpServer::default()
     };
-    document.set_mcp_server(&args.name, &server)?;
-    let manifest = document.to_manifest()?;
-    let lock = session.lock()?;
+    edit.document.set_mcp_server(&args.name, &server)?;
+    let manifest = edit.document.to_manifest()?;
+    let lock = edit.session.lock()?;
     let written = manifest
         .mcp_servers
         .get(&args.name)
@@ -164,29 +162,19 @@ fn run_add(ctx: &Context, args: &McpAddArgs) -> Result<ExitCode> {
         source: McpSource::Manifest,
     };
     let options = lock_options(false, args.allow_unpinned, false);
-    let mut warnings = Vec::new();
-    let record = mcp_lock::record_server(
-        &merged,
-        lock.mcp_server(&args.name),
-        &options,
-        &mut None,
-        &mut warnings,
-    )
-    .with_context(|| {
-        format!(
-            "`agentpack mcp add {}` failed; agentpack.toml and pack.lock are unchanged",
-            args.name
-        )
-    })?;
-    apply_manifest_edit(
+    let mut recorder = mcp_lock::McpRecorder::new(&options);
+    let record = recorder
+        .record_server(&merged, lock.mcp_server(&args.name))
+        .with_context(|| {
+            format!(
+                "`agentpack mcp add {}` failed; agentpack.toml and pack.lock are unchanged",
+                args.name
+            )
+        })?;
+    edit.apply(
         ctx,
-        &project,
-        &mut session,
-        ManifestEdit {
-            document: &document,
-            no_sync: args.no_sync,
-            command: format!("mcp add {}", args.name),
-        },
+        args.no_sync,
+        format!("mcp add {}", args.name),
         |lock| {
             lock.mcp_servers.retain(|r| r.name != args.name);
             lock.mcp_servers.extend(record.clone());
@@ -194,7 +182,7 @@ fn run_add(ctx: &Context, args: &McpAddArgs) -> Result<ExitCode> {
             Ok(())
         },
     )?;
-    for warning in &warnings {
+    for warning in &recorder.warnings {
         output::warn(warning);
     }
     if let Some(module) = shadowed_package.filter(|_| ctx.says()) {
@@ -213,40 +201,33 @@ fn run_add(ctx: &Context, args: &McpAddArgs) -> Result<ExitCode> {
 }
 
 fn run_remove(ctx: &Context, args: &McpRemoveArgs) -> Result<ExitCode> {
-    let project = Project::discover(ctx)?;
-    let mut session = pipeline::open(&project)?;
-    let mut document = session.manifest_document()?;
-    if !document.remove_mcp_server(&args.name) {
-        let (servers, _) = merged_servers(ctx, &session)?;
+    let mut edit = ManifestEditSession::open(ctx)?;
+    if !edit.document.remove_mcp_server(&args.name) {
+        let (servers, _) = merged_servers(ctx, &edit.session)?;
         match servers.iter().find(|s| s.name == args.name).map(|s| &s.source) {
             Some(McpSource::DotAgents) => bail!(
                 "MCP server `{}` is not in [mcp.servers] of {}: it is defined in .agents/mcp.json\n  fix  remove it from {}",
                 args.name,
-                project.manifest_path.display(),
-                project.root.join(".agents/mcp.json").display()
+                edit.project.manifest_path.display(),
+                edit.project.root.join(".agents/mcp.json").display()
             ),
             Some(McpSource::Plugin { module, file }) => bail!(
                 "MCP server `{}` is not in [mcp.servers] of {}: package {module} defines it ({file})\n  fix  disable it with the selector `mcp:{}` in a mode (see Modes), or remove the package with `agentpack remove {module}`",
                 args.name,
-                project.manifest_path.display(),
+                edit.project.manifest_path.display(),
                 args.name
             ),
             _ => bail!(
                 "no MCP server `{}` in [mcp.servers] of {}\n  fix  run `agentpack mcp list` to see the servers and where each is defined",
                 args.name,
-                project.manifest_path.display()
+                edit.project.manifest_path.display()
             ),
         }
     }
-    apply_manifest_edit(
+    edit.apply(
         ctx,
-        &project,
-        &mut session,
-        ManifestEdit {
-            document: &document,
-            no_sync: args.no_sync,
-            command: format!("mcp remove {}", args.name),
-        },
+        args.no_sync,
+        format!("mcp remove {}", args.name),
         |lock| {
             lock.mcp_servers
                 .retain(|r| !(r.name == args.name && r.source == "manifest"));
@@ -261,6 +242,13 @@ fn run_remove(ctx: &Context, args: &McpRemoveArgs) -> Result<ExitCode> {
 
 /// `pinned @x/y@1.2.3, 12 packages locked`, `unpinned: reason`, ...
 fn describe_status(record: &McpRecord) -> String {
+    let reason = || {
+        record
+            .reason
+            .as_deref()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default()
+    };
     match record.status {
         McpStatus::Pinned => {
             let what = match (&record.package, &record.version) {
@@ -273,22 +261,8 @@ fn describe_status(record: &McpRecord) -> String {
                 format!("{what}, {} packages locked", record.tree.len())
             }
         }
-        McpStatus::Unpinned => format!(
-            "unpinned{}",
-            record
-                .reason
-                .as_deref()
-                .map(|r| format!(": {r}"))
-                .unwrap_or_default()
-        ),
-        McpStatus::Unpinnable => format!(
-            "unpinnable{}",
-            record
-                .reason
-                .as_deref()
-                .map(|r| format!(": {r}"))
-                .unwrap_or_default()
-        ),
+        McpStatus::Unpinned => format!("unpinned{}", reason()),
+        McpStatus::Unpinnable => format!("unpinnable{}", reason()),
     }
 }
 

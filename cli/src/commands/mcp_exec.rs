@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use agentpack_builders::npm::prepare_exec_substituted;
-use agentpack_builders::substitute::Substituters;
 use agentpack_store::LeaseOptions;
 use anyhow::{Context as _, Result};
 
@@ -48,22 +47,6 @@ fn home_of_spec(spec: &Path) -> Option<Home> {
     })
 }
 
-/// The substituters of `AGENTPACK_SUBSTITUTERS` and the user's config file, asked for a tree's
-/// tarballs before the npm registry (see `agentpack_builders::substitute_npm`).
-fn substituters() -> Result<Substituters> {
-    let transport = crate::env::oci_transport()?;
-    let substituters = Substituters::from_entries(
-        &crate::user_config::substituter_entries()?,
-        transport.clone(),
-    )?;
-    if !substituters.is_empty() {
-        for warning in transport.warnings() {
-            crate::output::warn(warning);
-        }
-    }
-    Ok(substituters)
-}
-
 /// Runs `mcp-exec`; returns only when the server could not be started.
 pub fn run(_ctx: &Context, args: &McpExecArgs) -> Result<ExitCode> {
     let home = match home_of_spec(&args.spec) {
@@ -72,7 +55,10 @@ pub fn run(_ctx: &Context, args: &McpExecArgs) -> Result<ExitCode> {
     };
     let store = session::open_store(&home)?;
     let limits = crate::env::limits()?;
-    let plan = prepare_exec_substituted(&store, &args.spec, &limits, &substituters()?)?;
+    // Substituters are asked for a tree's tarballs before the npm registry (see
+    // `agentpack_builders::substitute_npm`).
+    let substituters = session::substituters(&crate::env::oci_transport()?)?;
+    let plan = prepare_exec_substituted(&store, &args.spec, &limits, &substituters)?;
     for warning in &plan.ready.warnings {
         crate::output::warn(warning);
     }

@@ -107,8 +107,11 @@ fn lock_project(ctx: &Context) -> Result<Option<crate::project_lock::ProjectLock
 
 /// `sync --probe`: the probes of every installed agent, composed here so that `sync` never calls
 /// the probe command.
-fn probe_after_sync(ctx: &Context) -> Result<sync::ProbeReport> {
-    let rows = probe::all::probe_all(ctx, None)?;
+fn probe_after_sync(
+    ctx: &Context,
+    policy: Option<crate::evidence::policy::Policy>,
+) -> Result<sync::ProbeReport> {
+    let rows = probe::all::probe_all(ctx, policy)?;
     Ok(sync::ProbeReport {
         json: serde_json::to_value(&rows)?,
         table: probe::all::table(&rows),

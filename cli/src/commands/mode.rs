@@ -161,7 +161,7 @@ pub fn run(ctx: &Context, args: &ModeArgs) -> Result<ExitCode> {
                 document.to_string().as_bytes(),
             )?;
             if let ModeCommand::Delete { name } = &args.command {
-                crate::mode_generations::forget(&project, name)?;
+                crate::mode_generations::forget(&project, [name.as_str()])?;
                 if ctx.says() {
                     output::info(&format!("{said}; `agentpack gc` removes its generations"));
                 }

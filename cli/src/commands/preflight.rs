@@ -40,6 +40,7 @@ pub fn run(ctx: &Context, args: &PreflightArgs) -> Result<ExitCode> {
         policy: args.policy,
         contract: args.contract.clone(),
         receipt: args.receipt.clone(),
+        generation: None,
     };
     match check::preflight(ctx, &request) {
         Ok(report) => {

@@ -83,6 +83,7 @@ pub fn run_store(ctx: &Context, args: &StoreArgs) -> Result<ExitCode> {
     match &args.command {
         StoreCommand::Info => {
             let info = info(&store)?;
+            session::flush_store_warnings(&store);
             if ctx.json {
                 output::json(&info)?;
             } else {
@@ -119,7 +120,11 @@ pub fn run_store(ctx: &Context, args: &StoreArgs) -> Result<ExitCode> {
 
 /// `store verify [--repair]`. Repair restores damaged files from good copies; what has no good copy is
 /// removed from the store, and, inside a project, fetched or built again by a sync.
-fn verify_store(ctx: &Context, store: &agentpack_store::Store, repair: bool) -> Result<ExitCode> {
+fn verify_store(
+    ctx: &Context,
+    store: &std::sync::Arc<agentpack_store::Store>,
+    repair: bool,
+) -> Result<ExitCode> {
     let report = verify(store, VerifyOptions { repair })?;
     session::flush_store_warnings(store);
     let damaged = !report.is_clean() && !repair;
@@ -174,7 +179,9 @@ fn verify_store(ctx: &Context, store: &agentpack_store::Store, repair: bool) -> 
         // Re-fetch or rebuild what was removed, for the project we are in.
         match crate::project::Project::discover(ctx) {
             Ok(project) => {
-                let mut session = crate::pipeline::open(&project)?;
+                // The same store handle: one per process.
+                let mut session =
+                    crate::pipeline::open_with_store(&project, std::sync::Arc::clone(store))?;
                 let policy = agentpack_builders::project::ResolvePolicy::Sync {
                     update: agentpack_builders::resolve::UpdatePolicy::KeepPins,
                     repair: false,

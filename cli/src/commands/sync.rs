@@ -34,12 +34,15 @@ use clap::Args;
 use crate::context::Context;
 use crate::env::{self, EnvVars};
 use crate::output;
-use crate::pipeline::fingerprint::{fingerprint_inputs, write_private};
+use crate::pipeline::fingerprint::{
+    fingerprint_inputs_with, lock_inputs, write_private, LockInputs,
+};
 use crate::pipeline::stage::{self, StageOptions};
 use crate::pipeline::{self, mode_name, Staged};
 use crate::project::Project;
 use crate::retired_homes;
 use crate::rollback_record;
+use agentpack_harness::launch::fingerprint::Listings;
 
 #[derive(Debug, Args, Default)]
 pub struct SyncArgs {
@@ -58,6 +61,10 @@ pub struct SyncArgs {
     /// After a successful sync, probe every installed supported agent (`probe --all`).
     #[arg(long, conflicts_with_all = ["dry_run", "verify_only"])]
     pub probe: bool,
+    /// With `--probe`: bind the probes' receipts to this policy (as `probe --policy`; `local`
+    /// when not given).
+    #[arg(long, value_enum, requires = "probe")]
+    pub policy: Option<crate::evidence::policy::Policy>,
 }
 
 /// What `sync --probe` adds after staging: the probes' rows as JSON, their table, and the exit
@@ -69,8 +76,9 @@ pub struct ProbeReport {
     pub exit: ExitCode,
 }
 
-/// Runs every installed probe after a `sync --probe`.
-pub type ProbeAfterSync<'a> = &'a dyn Fn(&Context) -> Result<ProbeReport>;
+/// Runs every installed probe after a `sync --probe`, its receipts bound to the policy given.
+pub type ProbeAfterSync<'a> =
+    &'a dyn Fn(&Context, Option<crate::evidence::policy::Policy>) -> Result<ProbeReport>;
 
 pub fn run(ctx: &Context, args: &SyncArgs, probe_all: ProbeAfterSync<'_>) -> Result<ExitCode> {
     let project = Project::discover(ctx)?;
@@ -113,7 +121,7 @@ pub fn run(ctx: &Context, args: &SyncArgs, probe_all: ProbeAfterSync<'_>) -> Res
     };
     stage::tidy_after_sync(ctx, &session, &staged)?;
     let probed = if args.probe {
-        Some(probe_all(ctx)?)
+        Some(probe_all(ctx, args.policy)?)
     } else {
         None
     };
@@ -152,8 +160,9 @@ pub fn run(ctx: &Context, args: &SyncArgs, probe_all: ProbeAfterSync<'_>) -> Res
 // ----- the fast path of a bare sync -----
 
 /// What a full bare sync left for the next one: the fingerprint of its inputs (the launch fast
-/// path's, extended to every agent, see [`fingerprint_inputs`]) and the
-/// generation it selected. In `$AGENTPACK_HOME/projects/<hash>/launch/<mode-dir>.sync.json`.
+/// path's, extended to every agent, see [`crate::pipeline::fingerprint::fingerprint_inputs`]), the
+/// generation it selected, and what the fast path would otherwise parse the lock for. In
+/// `$AGENTPACK_HOME/projects/<hash>/launch/<mode-dir>.sync.json`.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct SyncRecord {
     version: u32,
@@ -162,9 +171,19 @@ struct SyncRecord {
     /// What fetching and copying the packages said; said again by the fast path.
     #[serde(default)]
     package_warnings: Vec<String>,
+    /// What the fingerprint took from the lock (its slots and source directories). The
+    /// fingerprint covers the lock's bytes, so while it matches these are what the lock names.
+    lock_inputs: LockInputs,
+    /// Whether the lock has packages without a content hash or served from the `local/` mirror:
+    /// only then does the fast path parse the lock, to say so as a full sync would.
+    lock_needs_notice: bool,
+    /// The source directories' listings the fingerprint read: the fast path lists a directory
+    /// again only when its times moved (see `Listings`).
+    #[serde(default)]
+    listings: Listings,
 }
 
-const SYNC_RECORD_VERSION: u32 = 1;
+const SYNC_RECORD_VERSION: u32 = 2;
 
 fn sync_record_path(state_dir: &Path, mode_dir: &str) -> PathBuf {
     state_dir
@@ -172,22 +191,30 @@ fn sync_record_path(state_dir: &Path, mode_dir: &str) -> PathBuf {
         .join(format!("{mode_dir}.sync.json"))
 }
 
+/// The fingerprint and the source directories' listings it read (`previous` spares listing the
+/// unchanged ones again).
 fn sync_fingerprint(
     ctx: &Context,
     project: &Project,
     generation: &Path,
-    lock: Option<&Lockfile>,
-) -> String {
-    let (inputs, extra) = fingerprint_inputs(
+    lock_inputs: LockInputs,
+    previous: &Listings,
+) -> (String, Listings) {
+    let (inputs, extra) = fingerprint_inputs_with(
         ctx,
         None,
         &project.root,
         &project.workspace,
-        &project.home.root,
         generation,
-        lock,
+        lock_inputs,
     );
-    agentpack_harness::launch::fingerprint::compute_extended(&inputs, &extra)
+    agentpack_harness::launch::fingerprint::compute_with_listings(&inputs, &extra, previous)
+}
+
+/// Does the fast path have to say something about `lock` (unverified or mirrored packages)?
+fn lock_needs_notice(lock: &Lockfile, agentpack_home: &Path) -> bool {
+    lock.unverified_packages().next().is_some()
+        || !pipeline::mirrored_packages(lock, agentpack_home).is_empty()
 }
 
 /// Records the inputs of a full sync that verified everything it staged from.
@@ -197,23 +224,33 @@ fn record_fast_path(
     session: &ProjectSession,
     staged: &Staged,
 ) -> Result<()> {
+    let lock = session.lock().ok();
+    let lock_inputs = lock_inputs(&project.root, &project.home.root, lock.as_ref());
+    let (fingerprint, listings) = sync_fingerprint(
+        ctx,
+        project,
+        &staged.generation,
+        lock_inputs.clone(),
+        &Listings::default(),
+    );
     let record = SyncRecord {
         version: SYNC_RECORD_VERSION,
-        fingerprint: sync_fingerprint(
-            ctx,
-            project,
-            &staged.generation,
-            session.lock().ok().as_ref(),
-        ),
+        fingerprint,
         generation: staged.generation.clone(),
         package_warnings: staged.package_warnings.clone(),
+        lock_inputs,
+        lock_needs_notice: lock
+            .as_ref()
+            .is_none_or(|lock| lock_needs_notice(lock, &project.home.root)),
+        listings,
     };
-    let mut bytes = serde_json::to_vec(&record)?;
+    write_record(&record, &staged.state_dir, &staged.mode_dir)
+}
+
+fn write_record(record: &SyncRecord, state_dir: &Path, mode_dir: &str) -> Result<()> {
+    let mut bytes = serde_json::to_vec(record)?;
     bytes.push(b'\n');
-    write_private(
-        &sync_record_path(&staged.state_dir, &staged.mode_dir),
-        &bytes,
-    )
+    write_private(&sync_record_path(state_dir, mode_dir), &bytes)
 }
 
 /// Makes the next bare sync a full one (a damaged staged tree was found).
@@ -234,7 +271,7 @@ fn fast_path(ctx: &Context, project: &Project, session: &ProjectSession) -> Resu
     }
     let mode_dir = keys::mode_dir_component(mode_name(ctx));
     let state_dir = project.state_dir();
-    let Some(record) = fs_err::read(sync_record_path(&state_dir, &mode_dir))
+    let Some(mut record) = fs_err::read(sync_record_path(&state_dir, &mode_dir))
         .ok()
         .and_then(|bytes| serde_json::from_slice::<SyncRecord>(&bytes).ok())
         .filter(|record| record.version == SYNC_RECORD_VERSION)
@@ -248,23 +285,48 @@ fn fast_path(ctx: &Context, project: &Project, session: &ProjectSession) -> Resu
         tracing::debug!("sync fast path declined: the pointer selects another generation");
         return Ok(None);
     }
-    let Ok(lock) = session.lock() else {
-        return Ok(None);
-    };
-    if sync_fingerprint(ctx, project, &record.generation, Some(&lock)) != record.fingerprint {
+    // The lock is not parsed: the fingerprint covers its bytes, and the record what they name.
+    let (fingerprint, listings) = sync_fingerprint(
+        ctx,
+        project,
+        &record.generation,
+        record.lock_inputs.clone(),
+        &record.listings,
+    );
+    if fingerprint != record.fingerprint {
         tracing::debug!("sync fast path declined: inputs changed since the last full sync");
         return Ok(None);
     }
-    if env::flag(EnvVars::AGENTPACK_REQUIRE_VERIFIED) && lock.unverified_packages().count() > 0 {
-        // The full sync refuses it with the documented message.
-        return Ok(None);
+    if listings.len() > record.listings.len() {
+        // Directories too recent to record at the last full sync are old enough now: recorded,
+        // so the next no-op sync does not list them again.
+        record.listings = listings;
+        if let Err(error) = write_record(&record, &state_dir, &mode_dir) {
+            tracing::debug!("the fast-path record keeps its listings: {error:#}");
+        }
     }
+    // Unverified or mirrored packages: parse the lock to say so, as the full sync does.
+    let lock = if record.lock_needs_notice {
+        let Ok(lock) = session.lock() else {
+            return Ok(None);
+        };
+        if env::flag(EnvVars::AGENTPACK_REQUIRE_VERIFIED) && lock.unverified_packages().count() > 0
+        {
+            // The full sync refuses it with the documented message.
+            return Ok(None);
+        }
+        Some(lock)
+    } else {
+        None
+    };
     retired_homes::check_staging_root(&project.staging_root, &project.root, true)?;
     for warning in &record.package_warnings {
         output::warn(warning);
     }
-    pipeline::say_mirrored(ctx, &lock, &project.home.root);
-    pipeline::check_verified(&lock)?;
+    if let Some(lock) = &lock {
+        pipeline::say_mirrored(ctx, lock, &project.home.root);
+        pipeline::check_verified(lock)?;
+    }
     // A sync the user runs ends a rollback, as the full path does.
     rollback_record::clear(&state_dir, &mode_dir);
     if let Some(home) = env::var(EnvVars::HOME) {

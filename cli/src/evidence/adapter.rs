@@ -60,11 +60,13 @@ pub fn adapter(agent: Agent) -> Option<Adapter> {
         }),
         Agent::OpenCode => Some(Adapter {
             client: Client::OpenCodeDebug,
-            revision: "opencode-debug/2",
+            revision: "opencode-debug/3",
             validated: OPENCODE_VALIDATED,
             lists_commands_and_agents: true,
             // 2: 60 `debug skill` samples (bounded concurrency, per-call and total timeouts).
-            capability: 2,
+            // 3: one sample unless a skill name has more than one candidate, the sampling
+            // recorded; agents and commands answered from `debug config` / `agent list`.
+            capability: 3,
         }),
         Agent::Cursor | Agent::Grok | Agent::Antigravity => None,
     }
@@ -75,6 +77,14 @@ pub fn capability_revision(agent: &str) -> u32 {
     Agent::from_name(agent)
         .and_then(adapter)
         .map_or(0, |adapter| adapter.capability)
+}
+
+/// Whether `agent`'s probe lists commands and agents as such (else only skills, under which
+/// agentpack renders them).
+pub fn lists_commands_and_agents(agent: &str) -> bool {
+    Agent::from_name(agent)
+        .and_then(adapter)
+        .is_some_and(|adapter| adapter.lists_commands_and_agents)
 }
 
 /// The revision of the parser of `agent`'s output (`none` for an agent without a probe).

@@ -75,3 +75,12 @@ pub struct WinnersSeen {
     pub listed_in: usize,
     pub samples: usize,
 }
+
+/// How many listings a sampled probe (OpenCode's `debug skill`) took, and why that many: one when
+/// no skill name had more than one candidate, else the sample count, with the name that had a
+/// choice.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sampling {
+    pub samples: usize,
+    pub reason: String,
+}

@@ -193,14 +193,20 @@ pub fn source_identity(manifest: &[u8], lock: Option<&[u8]>) -> String {
     let mut digest = Sha256::new();
     field(&mut digest, b"agentpack-source-v1");
     field(&mut digest, manifest);
-    match lock {
-        Some(lock) => {
-            field(&mut digest, b"lock");
-            field(&mut digest, lock);
-        }
-        None => field(&mut digest, b"no-lock"),
-    }
+    optional_field(&mut digest, (b"lock", b"no-lock"), lock);
     format!("sha256:{}", hex::encode(digest.finalize()))
+}
+
+/// Feeds `bytes` under the label `present` (`labels.0`), or only the label `absent` (`labels.1`)
+/// when there are none: an absent input never digests like an empty one.
+fn optional_field(digest: &mut Sha256, labels: (&[u8], &[u8]), bytes: Option<&[u8]>) {
+    match bytes {
+        Some(bytes) => {
+            field(digest, labels.0);
+            field(digest, bytes);
+        }
+        None => field(digest, labels.1),
+    }
 }
 
 /// SHA-256 of a generation's store path name and its staged manifest (the store's record of every
@@ -226,13 +232,7 @@ pub fn policy_digest(policy: &str, strict: bool, contract: Option<&[u8]>) -> Str
     field(&mut digest, b"agentpack-policy-v1");
     field(&mut digest, policy.as_bytes());
     field(&mut digest, if strict { b"strict" } else { b"compat" });
-    match contract {
-        Some(bytes) => {
-            field(&mut digest, b"contract");
-            field(&mut digest, bytes);
-        }
-        None => field(&mut digest, b"no-contract"),
-    }
+    optional_field(&mut digest, (b"contract", b"no-contract"), contract);
     format!("sha256:{}", hex::encode(digest.finalize()))
 }
 

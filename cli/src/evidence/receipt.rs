@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::catalog::Catalog;
+use super::catalog::{Catalog, Sampling};
 
 /// How the process ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,6 +79,10 @@ pub struct Receipt {
     /// receipts recorded one).
     #[serde(default)]
     pub capability: u32,
+    /// How many listings the probe took and why (OpenCode's `debug skill`; none for a client
+    /// listed once, or a probe that stopped before it could decide).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<Sampling>,
     /// SHA-256 of the retained (bounded) stdout and stderr, kept beside the receipt as
     /// `<id>.evidence`: missing or modified evidence makes the receipt unusable.
     pub evidence_digest: String,
@@ -289,6 +293,7 @@ mod tests {
             catalog: None,
             adapter: String::new(),
             capability: 0,
+            sampling: None,
             evidence_digest: String::new(),
         }
     }

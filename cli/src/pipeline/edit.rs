@@ -1,8 +1,9 @@
 //! Edits of `agentpack.toml` as transactions over the command's one session: `add`, `remove`
 //! and `mcp add`/`remove` change the manifest in memory, then [`apply_manifest_edit`] resolves it
 //! (once), records MCP servers, writes both files and stages what it resolved; a failure puts
-//! both files back byte for byte. Also the helpers those commands and `lock` share: the module a
-//! spec names and the MCP lock options read from the environment.
+//! both files back byte for byte; [`ManifestEditSession`] carries such an edit from opening the
+//! project to applying it. Also the helpers those commands and `lock` share: the module a spec
+//! names and the MCP lock options read from the environment.
 
 use std::path::PathBuf;
 
@@ -41,6 +42,49 @@ pub struct ManifestEdit<'a> {
     pub no_sync: bool,
     /// The command as its failure names it (`add owner/repo`, `mcp remove NAME`).
     pub command: String,
+}
+
+/// One manifest edit of `add`, `remove`, `mcp add` or `mcp remove` from start to end: the project
+/// of the working directory, the command's one session over it, and its manifest as a document the
+/// command edits in memory before [`ManifestEditSession::apply`].
+pub struct ManifestEditSession {
+    /// The project found from the working directory.
+    pub project: Project,
+    /// The command's one session (each file read once).
+    pub session: ProjectSession,
+    /// `agentpack.toml` as read, edited in memory.
+    pub document: ManifestDocument,
+}
+
+impl ManifestEditSession {
+    /// Finds the project, opens its session and reads its manifest as an editable document.
+    pub fn open(ctx: &Context) -> Result<Self> {
+        let project = Project::discover(ctx)?;
+        let session = super::open(&project)?;
+        let document = session.manifest_document()?;
+        Ok(ManifestEditSession {
+            project,
+            session,
+            document,
+        })
+    }
+
+    /// Applies the edited document with [`apply_manifest_edit`]: `no_sync` (resolve, lock and
+    /// write, but do not stage), `command` (as its failure names it), `adjust` (the resolved lock).
+    pub fn apply(
+        mut self,
+        ctx: &Context,
+        no_sync: bool,
+        command: String,
+        adjust: impl FnOnce(&mut Lockfile) -> Result<()>,
+    ) -> Result<()> {
+        let edit = ManifestEdit {
+            document: &self.document,
+            no_sync,
+            command,
+        };
+        apply_manifest_edit(ctx, &self.project, &mut self.session, edit, adjust)
+    }
 }
 
 /// Applies an edited manifest as one transaction over `session` (which read both files once):

@@ -18,20 +18,22 @@ fn mode_name(ctx: &Context) -> String {
     super::mode_name(ctx).to_owned()
 }
 
-/// What the fast paths (a launcher's, and a bare sync's when `agent` is `None`) fingerprint: the
-/// manifest, the lock, the overlay of `workspace` and eject's record there, the mode, the
-/// toggles, the generation, every cache slot of the lock (its link and store path, never its
-/// files) and the directories path and `local/` packages are copied from (walked).
-pub fn fingerprint_inputs(
-    ctx: &Context,
-    agent: Option<Agent>,
+/// What a fingerprint takes from the lock: the cache slot of every package, in lock order, and the
+/// directories path and `local/` packages are copied from. A bare sync records these beside its
+/// fingerprint, so its fast path need not parse the lock: the fingerprint covers the lock's bytes,
+/// and while they are unchanged so is what they name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LockInputs {
+    pub cache_entries: Vec<PathBuf>,
+    pub source_dirs: Vec<PathBuf>,
+}
+
+/// The [`LockInputs`] of `parsed_lock` (none for no lock).
+pub fn lock_inputs(
     project_root: &Path,
-    workspace: &Path,
     agentpack_home: &Path,
-    generation: &Path,
     parsed_lock: Option<&agentpack_lockfile::Lockfile>,
-) -> (fingerprint::FingerprintInputs, fingerprint::ExtraInputs) {
-    let lock = project_root.join(LOCK_FILE);
+) -> LockInputs {
     let cache = agentpack_home.join("cache");
     let packages = parsed_lock
         .map(|l| l.packages.as_slice())
@@ -54,6 +56,50 @@ pub fn fingerprint_inputs(
             }
         })
         .collect();
+    LockInputs {
+        cache_entries,
+        source_dirs,
+    }
+}
+
+/// What the fast paths (a launcher's, and a bare sync's when `agent` is `None`) fingerprint: the
+/// manifest, the lock, the overlay of `workspace` and eject's record there, the mode, the
+/// toggles, the generation, every cache slot of the lock (its link and store path, never its
+/// files) and the directories path and `local/` packages are copied from (walked).
+pub fn fingerprint_inputs(
+    ctx: &Context,
+    agent: Option<Agent>,
+    project_root: &Path,
+    workspace: &Path,
+    agentpack_home: &Path,
+    generation: &Path,
+    parsed_lock: Option<&agentpack_lockfile::Lockfile>,
+) -> (fingerprint::FingerprintInputs, fingerprint::ExtraInputs) {
+    fingerprint_inputs_with(
+        ctx,
+        agent,
+        project_root,
+        workspace,
+        generation,
+        lock_inputs(project_root, agentpack_home, parsed_lock),
+    )
+}
+
+/// [`fingerprint_inputs`] with what it takes from the lock given ([`LockInputs`], recorded by a
+/// bare sync) instead of read from a parsed lock.
+pub fn fingerprint_inputs_with(
+    ctx: &Context,
+    agent: Option<Agent>,
+    project_root: &Path,
+    workspace: &Path,
+    generation: &Path,
+    lock_inputs: LockInputs,
+) -> (fingerprint::FingerprintInputs, fingerprint::ExtraInputs) {
+    let lock = project_root.join(LOCK_FILE);
+    let LockInputs {
+        cache_entries,
+        source_dirs,
+    } = lock_inputs;
     let dot_agents = env::var(EnvVars::AGENTPACK_DOT_AGENTS).as_deref() != Some("0");
     let exe = std::env::current_exe().unwrap_or_default();
     let exe_stamp = fs_err::metadata(&exe)

@@ -5,7 +5,8 @@
 //! The steps themselves (resolve, plan, build, select) are the library's; [`stage`] holds their
 //! compositions that several commands share (a sync, a launcher's staging, `env restore`'s frozen
 //! staging, the MCP records of a relock), and [`fingerprint`] what the fast paths compare. No command
-//! module calls another for any of this: they all come here.
+//! module calls another for any of this: they all come here. Preflight and probe open theirs with
+//! [`open_read_only`].
 
 pub mod edit;
 pub mod fingerprint;
@@ -91,6 +92,13 @@ pub fn open_with_store(
         Box::new(|store| crate::session::github(store).map_err(Into::into)),
     )?;
     Ok(session)
+}
+
+/// Opens a read-only session (preflight, probe): the store read-only, nothing fetched or written
+/// (see `ProjectSession::open_read_only`).
+pub fn open_read_only(project: &Project) -> Result<ProjectSession> {
+    let store = crate::session::open_store_read_only(&project.home)?;
+    Ok(ProjectSession::open_read_only(roots(project), store)?)
 }
 
 /// The bytes of both files as `session` read them, to put back when a later step fails.

@@ -18,7 +18,7 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
-use hyper::{Request, Response, StatusCode, Version};
+use hyper::{Request, Response, StatusCode, Uri, Version};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -147,14 +147,7 @@ pub fn version_name(version: Version) -> String {
 /// The error type and message of a failed upstream call, for the log (no URL userinfo or body
 /// can be in it: the upstream has none, and hyper's errors carry no payload).
 fn describe(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+    agentpack_builders::error_text::one_line(error)
 }
 
 /// Serves one request from Claude.
@@ -177,14 +170,13 @@ pub async fn handle(
     let body = match body.collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(error) => {
-            record.status = Some(400);
-            record.error_type = Some("client_body_error".into());
-            record.error_message = Some(describe(&error));
-            finish_now(&shared, record, started);
-            return Ok(proxy_error(
+            let refusal = Refusal::told(
                 StatusCode::BAD_REQUEST,
+                "client_body_error",
+                describe(&error),
                 "the request body could not be read",
-            ));
+            );
+            return Ok(fail(&shared, record, started, refusal));
         }
     };
     record.request_bytes = body.len() as u64;
@@ -212,22 +204,16 @@ pub async fn handle(
         }
         None => body,
     };
-    let path_and_query = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
-    let uri = match upstream_uri(&shared.config.upstream, &path_and_query) {
+    let uri = match upstream_target(&shared.config, &parts.uri) {
         Ok(uri) => uri,
         Err(error) => {
-            record.status = Some(400);
-            record.error_type = Some("bad_request_target".into());
-            record.error_message = Some(error.to_string());
-            finish_now(&shared, record, started);
-            return Ok(proxy_error(
+            let refusal = Refusal::told(
                 StatusCode::BAD_REQUEST,
+                "bad_request_target",
+                error.to_string(),
                 "the request path is not valid",
-            ));
+            );
+            return Ok(fail(&shared, record, started, refusal));
         }
     };
     let mut headers = std::mem::take(&mut parts.headers);
@@ -241,44 +227,88 @@ pub async fn handle(
     let response = match tokio::time::timeout(timeout, shared.client.request(upstream)).await {
         Ok(Ok(response)) => response,
         Ok(Err(error)) => {
-            record.status = Some(502);
-            record.error_type = Some("upstream_unreachable".into());
-            record.error_message = Some(describe(&error));
-            finish_now(&shared, record, started);
-            return Ok(proxy_error(
+            let refusal = Refusal::told(
                 StatusCode::BAD_GATEWAY,
-                &format!("cannot reach {}", shared.config.upstream_display()),
-            ));
+                "upstream_unreachable",
+                describe(&error),
+                format!("cannot reach {}", shared.config.upstream_display()),
+            );
+            return Ok(fail(&shared, record, started, refusal));
         }
         Err(_) => {
-            record.status = Some(504);
-            record.error_type = Some("upstream_timeout".into());
-            record.error_message = Some(format!(
-                "no response headers from {} within {}s (AGENTPACK_PROXY_UPSTREAM_TIMEOUT_SECS)",
-                shared.config.upstream_display(),
-                timeout.as_secs()
-            ));
-            finish_now(&shared, record, started);
-            return Ok(proxy_error(
+            let upstream = shared.config.upstream_display();
+            let seconds = timeout.as_secs();
+            let refusal = Refusal::told(
                 StatusCode::GATEWAY_TIMEOUT,
-                &format!(
-                    "{} sent no response within {}s",
-                    shared.config.upstream_display(),
-                    timeout.as_secs()
-                ),
-            ));
+                "upstream_timeout",
+                format!("no response headers from {upstream} within {seconds}s (AGENTPACK_PROXY_UPSTREAM_TIMEOUT_SECS)"),
+                format!("{upstream} sent no response within {seconds}s"),
+            );
+            return Ok(fail(&shared, record, started, refusal));
         }
     };
     Ok(observed_response(shared, record, started, known, response))
 }
 
-/// Logs a request that ends without a body from the upstream.
-fn finish_now(shared: &Shared, mut record: LogRecord, started: Instant) {
-    record.latency_ms = millis(started);
-    shared.log.write(&record);
+/// Why the proxy answers a request itself, without the upstream's body: the status, the logged
+/// error type, what the log says and what Claude is told.
+pub struct Refusal {
+    status: StatusCode,
+    kind: &'static str,
+    /// The log's `error_message` (never a body or a credential).
+    logged: String,
+    /// The message of the error response Claude gets.
+    told: String,
 }
 
-fn millis(started: Instant) -> u64 {
+impl Refusal {
+    /// A refusal that logs and tells the same message.
+    pub fn new(status: StatusCode, kind: &'static str, message: String) -> Self {
+        Refusal::told(status, kind, message.clone(), message)
+    }
+
+    /// A refusal whose log line says more than the answer Claude gets.
+    pub fn told(
+        status: StatusCode,
+        kind: &'static str,
+        logged: String,
+        told: impl Into<String>,
+    ) -> Self {
+        Refusal {
+            status,
+            kind,
+            logged,
+            told: told.into(),
+        }
+    }
+}
+
+/// Logs a request the proxy could not serve and answers it with the refusal's status and message.
+pub fn fail(
+    shared: &Shared,
+    mut record: LogRecord,
+    started: Instant,
+    refusal: Refusal,
+) -> Response<ProxyBody> {
+    record.status = Some(refusal.status.as_u16());
+    record.error_type = Some(refusal.kind.to_string());
+    record.error_message = Some(refusal.logged);
+    record.latency_ms = millis(started);
+    shared.log.write(&record);
+    proxy_error(refusal.status, &refusal.told)
+}
+
+/// Where the upstream gets a request for `uri`: the upstream's base, then the request's path and
+/// query ([`upstream_uri`]).
+pub fn upstream_target(config: &ProxyConfig, uri: &Uri) -> Result<Uri, hyper::http::Error> {
+    upstream_uri(
+        &config.upstream,
+        uri.path_and_query().map_or("/", |p| p.as_str()),
+    )
+}
+
+/// Milliseconds since `started`, for the log.
+pub fn millis(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 

@@ -16,8 +16,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tower_service::Service as _;
 
-use super::config::upstream_uri;
-use super::forward::{self, proxy_error, ProxyBody, Shared};
+use super::forward::{self, fail, millis, ProxyBody, Refusal, Shared};
 use super::log::{LogRecord, WebSocketBytes};
 
 /// How a tunnel ended, when not by both sides closing.
@@ -96,46 +95,11 @@ struct TunnelLog {
 impl Drop for TunnelLog {
     fn drop(&mut self) {
         if let Some(mut record) = self.record.take() {
-            record.latency_ms =
-                u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            record.latency_ms = millis(self.started);
             record.websocket = Some(self.bytes);
             self.shared.log.write(&record);
         }
     }
-}
-
-/// Why the proxy answers a WebSocket request itself: the status, the logged error type and the
-/// message.
-struct Refusal {
-    status: StatusCode,
-    kind: &'static str,
-    message: String,
-}
-
-impl Refusal {
-    fn new(status: StatusCode, kind: &'static str, message: String) -> Self {
-        Refusal {
-            status,
-            kind,
-            message,
-        }
-    }
-}
-
-/// Logs a request the proxy could not serve and answers it with the refusal's status and message.
-fn fail(
-    shared: &Shared,
-    mut record: LogRecord,
-    started: Instant,
-    refusal: Refusal,
-) -> Response<ProxyBody> {
-    record.status = Some(refusal.status.as_u16());
-    record.error_type = Some(refusal.kind.to_string());
-    record.latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let response = proxy_error(refusal.status, &refusal.message);
-    record.error_message = Some(refusal.message);
-    shared.log.write(&record);
-    response
 }
 
 /// Serves a request that asks for a WebSocket.
@@ -162,7 +126,7 @@ pub async fn handle(
         return forward::observed_response(shared, record, started, known, response);
     }
     record.status = Some(101);
-    record.ttfb_ms = Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+    record.ttfb_ms = Some(millis(started));
     record.upstream_version = Some(forward::version_name(response.version()));
     record.request_id = response
         .headers()
@@ -223,12 +187,7 @@ async fn upstream_handshake(
     parts: &mut hyper::http::request::Parts,
     body: bytes::Bytes,
 ) -> Result<Response<Incoming>, Refusal> {
-    let path_and_query = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
-    let Ok(target) = upstream_uri(&shared.config.upstream, &path_and_query) else {
+    let Ok(target) = forward::upstream_target(&shared.config, &parts.uri) else {
         return Err(Refusal::new(
             StatusCode::BAD_REQUEST,
             "bad_request_target",

@@ -263,11 +263,14 @@ fn a_second_launch_does_not_mirror_the_codex_and_opencode_homes_again() {
     }
 }
 
-/// The `SKILL.md` of skill `name` mirrored into a home layer.
+/// The `SKILL.md` of skill `name` mirrored into a home layer, or the skill directory itself where
+/// the generation stages it as a link (the mirror re-creates the link).
 fn find_skill(layer: &Path, name: &str) -> PathBuf {
     walk(layer)
         .into_iter()
-        .find(|path| path.ends_with(format!("{name}/SKILL.md")))
+        .find(|path| {
+            path.ends_with(format!("{name}/SKILL.md")) || path.ends_with(format!("skills/{name}"))
+        })
         .unwrap_or_else(|| panic!("no mirrored {name} skill under {}", layer.display()))
 }
 

@@ -13,6 +13,27 @@ use agentpack_test_support::{copy_dir, tree_digest, write, IsolatedHome};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
+/// Runs `run` (a preflight) and asserts it changed nothing: a digest of the checkout (and
+/// definition), HOME, `AGENTPACK_HOME`, the staging root and `extra` (contents, modes,
+/// directories, symlink targets) is the same before and after. Every preflight test uses it.
+pub(crate) fn unchanged<T>(home: &IsolatedHome, extra: &[&Path], run: impl FnOnce() -> T) -> T {
+    let mut roots = vec![
+        home.project.as_path(),
+        home.home.as_path(),
+        home.agentpack_home.as_path(),
+        home.staging_root.as_path(),
+    ];
+    roots.extend_from_slice(extra);
+    let before = tree_digest(&roots);
+    let result = run();
+    assert_eq!(
+        tree_digest(&roots),
+        before,
+        "preflight changed the definition, the checkout, HOME, AGENTPACK_HOME or staging"
+    );
+    result
+}
+
 struct Fixture {
     home: IsolatedHome,
     /// Where the path packages' sources are.
@@ -85,29 +106,13 @@ impl Fixture {
         );
     }
 
-    fn roots(&self) -> Vec<PathBuf> {
-        vec![
-            self.home.project.clone(),
-            self.home.home.clone(),
-            self.home.agentpack_home.clone(),
-            self.home.staging_root.clone(),
-            self.packages.path().to_path_buf(),
-        ]
-    }
-
-    /// Runs preflight and asserts it changed nothing.
+    /// Runs preflight and asserts it changed nothing (the package sources included).
     fn preflight(&self, args: &[&str]) -> Run {
-        let roots = self.roots();
-        let roots: Vec<&Path> = roots.iter().map(PathBuf::as_path).collect();
-        let before = tree_digest(&roots);
         let mut full = vec!["preflight"];
         full.extend_from_slice(args);
-        let output = self.agentpack(&full);
-        assert_eq!(
-            tree_digest(&roots),
-            before,
-            "preflight {args:?} changed the definition, the checkout, HOME, AGENTPACK_HOME or staging"
-        );
+        let output = unchanged(&self.home, &[self.packages.path()], || {
+            self.agentpack(&full)
+        });
         Run {
             code: output.status.code().unwrap(),
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -709,6 +714,40 @@ fn collisions_and_conversion_notes_of_the_plan_are_reported() {
 }
 
 #[test]
+fn a_conversion_that_loses_something_is_a_plan_warning_for_that_agent_only() {
+    let fixture = Fixture::synced();
+    // The clean control: no conversion note for OpenCode.
+    let clean = fixture.preflight(&["--agent", "opencode", "--json"]);
+    assert!(
+        !clean.codes().contains(&"PLAN_WARNING".to_owned()),
+        "{}",
+        clean.stdout
+    );
+    let odd = fixture.packages.path().join("odd-agent");
+    write(
+        &odd.join("agents/sideways.md"),
+        "---\nname: sideways\ndescription: An agent OpenCode cannot take whole.\nmode: sideways\n---\nWork.\n",
+    );
+    fixture.ok(&["add", odd.to_str().unwrap()]);
+    let run = fixture.preflight(&["--agent", "opencode", "--json"]);
+    assert_eq!(run.code, 0, "a conversion note is info: {}", run.stdout);
+    let warning = run.finding("PLAN_WARNING");
+    assert_eq!(warning["severity"], "info");
+    let message = warning["message"].as_str().unwrap();
+    assert!(
+        message.contains("sideways") && message.contains("left out"),
+        "{warning}"
+    );
+    // Claude Code takes the agent as written: no note.
+    let claude = fixture.preflight(&["--agent", "claude", "--json"]);
+    assert!(
+        !claude.codes().contains(&"PLAN_WARNING".to_owned()),
+        "{}",
+        claude.stdout
+    );
+}
+
+#[test]
 fn the_digest_sees_contents_modes_directories_and_link_targets() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
@@ -916,7 +955,7 @@ fn a_mismatched_named_skill_is_rejected_and_the_lock_stays_unchanged() {
 /// SHA-256 over `(path, bytes)` pairs in path order, each as its length (u64 LE) and bytes: the
 /// encoding docs/src/preflight.md gives for `source_digest` and `rendered_digest`, written here
 /// independently of the implementation.
-fn framed_digest(mut files: Vec<(String, Vec<u8>)>) -> String {
+pub(crate) fn framed_digest(mut files: Vec<(String, Vec<u8>)>) -> String {
     files.sort();
     let mut digest = Sha256::new();
     for (path, bytes) in &files {

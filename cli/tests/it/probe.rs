@@ -29,8 +29,16 @@ impl Fixture {
     /// A project with one path package: the sentinel skill, a second skill and a `SessionStart`
     /// hook that exits 7; synced.
     fn synced() -> Self {
+        Self::synced_with(&[])
+    }
+
+    /// [`Fixture::synced`] with more files (`(path in the package, text)`) in the package.
+    fn synced_with(extra: &[(&str, &str)]) -> Self {
         let home = IsolatedHome::new();
         let package = home.project.parent().unwrap().join("sentinel-pkg");
+        for (path, text) in extra {
+            write(&package.join(path), text);
+        }
         write(
             &package.join(format!("skills/{SENTINEL}/SKILL.md")),
             &format!("---\nname: {SENTINEL}\ndescription: The probe's sentinel skill.\n---\n\nSentinel.\n"),
@@ -46,7 +54,8 @@ impl Fixture {
         let fixture = Fixture {
             home,
             package,
-            // Fewer OpenCode samples than the default 60: the tests stay fast on a loaded machine.
+            // Fewer OpenCode samples than the default 60 when a skill name has a choice: the
+            // tests stay fast on a loaded machine.
             envs: vec![(
                 "AGENTPACK_PROBE_OPENCODE_SAMPLES".to_owned(),
                 "4".to_owned(),
@@ -60,13 +69,23 @@ impl Fixture {
 
     /// [`Fixture::synced`], with the pinned real clients in `agents` first on every run's `PATH`.
     fn synced_with_agents(agents: &Path) -> Self {
-        let mut fixture = Self::synced();
+        Self::with_agents(Self::synced(), agents)
+    }
+
+    /// `fixture` with the pinned real clients in `agents` first on every run's `PATH`, and a
+    /// per-call timeout far beyond what a client needs: these tests are about what the clients
+    /// list, and a loaded machine must not turn them into timeouts (speed is checked apart,
+    /// against [`time_limit`]).
+    fn with_agents(mut fixture: Self, agents: &Path) -> Self {
         let path = format!(
             "{}:{}",
             agents.display(),
             std::env::var("PATH").unwrap_or_default()
         );
         fixture.envs.push(("PATH".to_owned(), path));
+        fixture
+            .envs
+            .push(("AGENTPACK_PROBE_TIMEOUT_SECS".to_owned(), "180".to_owned()));
         fixture
     }
 
@@ -112,7 +131,9 @@ impl Fixture {
             receipt,
         ];
         args.extend_from_slice(extra);
-        let output = self.run(&args);
+        // A preflight changes nothing: the checkout, HOME, AGENTPACK_HOME (the receipts
+        // included) and the staging root are the same after it.
+        let output = crate::preflight::unchanged(&self.home, &[], || self.run(&args));
         let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
             panic!(
                 "preflight printed no JSON ({e}):\n{}",
@@ -124,18 +145,26 @@ impl Fixture {
 
     /// contract.json: the sentinel is present, observed in each probe's scope.
     fn contract(&self) {
-        let requirement = |agent: &str, scope: &str| {
-            json!({"id": format!("sentinel-{agent}"), "target": agent,
-                "selector": {"category": "skill", "name": SENTINEL, "scope": scope},
-                "predicate": "present", "minimum_evidence": "observed"})
+        let requirement = |agent: &str, scope| {
+            present(
+                &format!("sentinel-{agent}"),
+                agent,
+                ("skill", SENTINEL, scope),
+            )
         };
+        self.write_contract(&[
+            requirement("claude", "workspace_session"),
+            requirement("codex", "controlled_projection"),
+            requirement("opencode", "controlled_projection"),
+        ]);
+    }
+
+    /// contract.json beside the definition, holding `requirements`.
+    fn write_contract(&self, requirements: &[Value]) {
         std::fs::write(
             self.home.project.join("contract.json"),
-            serde_json::to_vec(&json!({"schema_version": 1,
-                "requirements": [requirement("claude", "workspace_session"),
-                    requirement("codex", "controlled_projection"),
-                    requirement("opencode", "controlled_projection")]}))
-            .unwrap(),
+            serde_json::to_vec(&json!({"schema_version": 1, "requirements": requirements}))
+                .unwrap(),
         )
         .unwrap();
     }
@@ -152,6 +181,13 @@ impl Fixture {
         self.envs.push((var.to_owned(), path.display().to_string()));
         path
     }
+}
+
+/// The requirement `id` of `target`: the artifact `(category, name, scope)` is present, observed.
+fn present(id: &str, target: &str, (category, name, scope): (&str, &str, &str)) -> Value {
+    json!({"id": id, "target": target,
+        "selector": {"category": category, "name": name, "scope": scope},
+        "predicate": "present", "minimum_evidence": "observed"})
 }
 
 fn finding<'r>(report: &'r Value, code: &str) -> Option<&'r Value> {
@@ -171,6 +207,26 @@ fn observed(receipt: &Value, category: &str, name: &str) -> Option<Value> {
         .cloned()
 }
 
+/// `secs` on an idle machine, scaled by how loaded this one is (the 1-minute load average per
+/// core, when above 1): the speed the docs promise is measured on a machine the other test
+/// binaries share, and a figure far beyond it still fails.
+pub fn time_limit(secs: u64) -> std::time::Duration {
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let factor = (load / cores as f64).max(1.0);
+    std::time::Duration::from_secs_f64(secs as f64 * factor)
+}
+
+/// Asserts that `probe` (started at `started`) took under `secs` (scaled by [`time_limit`]).
+fn assert_fast(what: &str, started: std::time::Instant, secs: u64) {
+    let (took, limit) = (started.elapsed(), time_limit(secs));
+    println!("{what} took {took:?} (limit {limit:?})");
+    assert!(took < limit, "{what} took {took:?}, over {limit:?}");
+}
+
 #[test]
 fn the_real_clients_observe_the_sentinel_and_an_old_receipt_goes_stale() {
     let Some(bin) = agents_bin() else { return };
@@ -182,10 +238,7 @@ fn the_real_clients_observe_the_sentinel_and_an_old_receipt_goes_stale() {
     let started = std::time::Instant::now();
     let (code, claude) = fixture.probe("claude");
     assert_eq!(code, 0, "{claude:#}");
-    assert!(
-        started.elapsed().as_secs() < 10,
-        "a Claude probe takes under 10 s"
-    );
+    assert_fast("a Claude Code probe", started, 10);
     assert_eq!(claude["status"], "complete");
     assert_eq!(claude["client"]["version"], "2.1.328");
     assert!(claude["client"]["sha256"]
@@ -241,8 +294,10 @@ fn the_real_clients_observe_the_sentinel_and_an_old_receipt_goes_stale() {
         0o700
     );
 
+    let started = std::time::Instant::now();
     let (code, codex) = fixture.probe("codex");
     assert_eq!(code, 0, "{codex:#}");
+    assert_fast("a Codex probe", started, 10);
     assert_eq!(codex["client"]["version"], "0.171.0");
     let sentinel = observed(&codex, "skill", SENTINEL).expect("codex lists the sentinel");
     assert_eq!(sentinel["scope"], "controlled_projection");
@@ -260,9 +315,17 @@ fn the_real_clients_observe_the_sentinel_and_an_old_receipt_goes_stale() {
     );
     assert!(observed(&codex, "skill", "steady").is_some());
 
+    let started = std::time::Instant::now();
     let (code, opencode) = fixture.probe("opencode");
     assert_eq!(code, 0, "{opencode:#}");
+    assert_fast("an OpenCode probe", started, 10);
     assert_eq!(opencode["client"]["version"], "1.18.33");
+    // No skill name has a second candidate: one listing is the complete answer.
+    assert_eq!(
+        opencode["sampling"],
+        json!({"samples": 1, "reason": "no skill name has more than one candidate"}),
+        "{opencode:#}"
+    );
     let sentinel = observed(&opencode, "skill", SENTINEL).expect("opencode lists the sentinel");
     assert_eq!(sentinel["winner"], "package");
 
@@ -317,18 +380,16 @@ fn the_real_clients_observe_the_sentinel_and_an_old_receipt_goes_stale() {
         ("codex", "controlled_projection"),
         ("opencode", "controlled_projection"),
     ] {
-        requirements.push(json!({"id": format!("sentinel-{agent}"), "target": agent,
-            "selector": {"category": "skill", "name": SENTINEL, "scope": scope},
-            "predicate": "present", "minimum_evidence": "observed"}));
+        requirements.push(present(
+            &format!("sentinel-{agent}"),
+            agent,
+            ("skill", SENTINEL, scope),
+        ));
         requirements.push(json!({"id": format!("no-steady-{agent}"), "target": agent,
             "selector": {"category": "skill", "name": "steady", "scope": scope},
             "predicate": "absent", "minimum_evidence": "observed"}));
     }
-    std::fs::write(
-        fixture.home.project.join("contract.json"),
-        serde_json::to_vec(&json!({"schema_version": 1, "requirements": requirements})).unwrap(),
-    )
-    .unwrap();
+    fixture.write_contract(&requirements);
     let checkout = tree_digest(&[&fixture.home.project]);
     for agent in ["claude", "codex", "opencode"] {
         let (code, receipt) = fixture.probe(agent);
@@ -463,41 +524,54 @@ fn an_unknown_version_is_unknown_never_a_guess() {
 #[test]
 fn a_hang_is_killed_by_the_timeout_with_its_children() {
     let pids = tempfile::tempdir().unwrap();
-    let pidfile = pids.path().join("child");
+    let pidfile = pids.path().join("children");
+    // Every run of the client (the session and the projection's runs beside it) starts a child
+    // and hangs; each appends its child's pid.
     let script = format!(
-        "#!/bin/sh\nsleep 300 &\necho $! > {}\nsleep 300\n",
+        "#!/bin/sh\nsleep 300 &\necho $! >> {}\nsleep 300\n",
         pidfile.display()
     );
+    let mut fixture = Fixture::synced();
+    fixture.stand_in("claude", &script);
+    // Far above what starting a shell takes on a loaded machine, far below the hang.
+    fixture
+        .envs
+        .push(("AGENTPACK_PROBE_TIMEOUT_SECS".to_owned(), "10".to_owned()));
     let started = std::time::Instant::now();
-    let (_, code, receipt) =
-        probe_with("claude", &script, &[("AGENTPACK_PROBE_TIMEOUT_SECS", "1")]);
-    assert!(started.elapsed().as_secs() < 20);
+    let (code, receipt) = fixture.probe("claude");
+    assert!(
+        started.elapsed().as_secs() < 150,
+        "killed by the timeout, not the 300 s hang"
+    );
     assert_eq!(code, 5, "{receipt:#}");
     assert_eq!(receipt["status"], "timed_out");
     assert_eq!(receipt["termination"]["how"], "timed_out");
-    let child: i32 = std::fs::read_to_string(&pidfile)
+    let children: Vec<i32> = std::fs::read_to_string(&pidfile)
         .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+        .lines()
+        .map(|line| line.trim().parse().unwrap())
+        .collect();
+    assert!(!children.is_empty());
     // Gone, or a zombie waiting for a reaper: never still sleeping.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        let state = std::fs::read_to_string(format!("/proc/{child}/stat")).ok();
-        let alive = state.as_deref().is_some_and(|s| {
-            s.rsplit(')')
-                .next()
-                .map(str::trim_start)
-                .is_some_and(|rest| !rest.starts_with('Z'))
-        });
-        if !alive {
-            break;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    for child in children {
+        loop {
+            let state = std::fs::read_to_string(format!("/proc/{child}/stat")).ok();
+            let alive = state.as_deref().is_some_and(|s| {
+                s.rsplit(')')
+                    .next()
+                    .map(str::trim_start)
+                    .is_some_and(|rest| !rest.starts_with('Z'))
+            });
+            if !alive {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the hung client's child {child} survived"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the hung client's child survived"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
 
@@ -526,7 +600,7 @@ fn a_probe_never_stages() {
 }
 
 /// A stand-in Claude Code 2.1.328 that lists the sentinel from the bundle, as the real one does.
-fn claude_stand_in() -> String {
+pub fn claude_stand_in() -> String {
     let init = json!({"type": "system", "subtype": "init", "claude_code_version": "2.1.328",
         "skills": [format!("agentpack-bundle:{SENTINEL}"), "builtin"],
         "slash_commands": [format!("agentpack-bundle:{SENTINEL}"), "compact"],
@@ -536,6 +610,53 @@ fn claude_stand_in() -> String {
         "skills": [format!("agentpack-bundle:{SENTINEL}")], "commands": [], "agents": []}});
     // `--plugin-dir BUNDLE plugin details NAME`: a Claude Code without the command.
     format!("#!/bin/sh\nif [ \"$3\" = plugin ] && [ \"$4\" = details ]; then echo \"error: unknown command 'details'\" >&2; exit 1; fi\nif [ \"$1\" = plugin ]; then echo '{validated}'; exit 0; fi\necho '{init}'\nsleep 30\n")
+}
+
+#[test]
+fn preflight_answers_mcp_servers_from_the_plugin_details_inventory() {
+    let mut fixture = Fixture::synced();
+    let server = |id, name, scope| present(id, "claude", ("mcp_server", name, scope));
+    fixture.write_contract(&[
+        server("listed", "probe-mcp", "controlled_projection"),
+        server("unlisted", "other-mcp", "controlled_projection"),
+        server("session", "probe-mcp", "workspace_session"),
+    ]);
+    // `plugin details` in the layout Claude Code 2.1.328 prints, listing one MCP server.
+    let inventory = format!(
+        "agentpack-bundle 0.0.0\n  Description: staged\n\nComponent inventory\n  Skills (1)  {SENTINEL}\n  Agents (0)\n  Hooks (0)\n  MCP servers (1)  probe-mcp  (tool schemas resolved at runtime; not counted)\n  LSP servers (0)\n"
+    );
+    let script = claude_stand_in().replace(
+        "echo \"error: unknown command 'details'\" >&2; exit 1;",
+        &format!("cat <<'INVENTORY'\n{inventory}INVENTORY\nexit 0;"),
+    );
+    assert_ne!(script, claude_stand_in());
+    fixture.stand_in("claude", &script);
+    let (code, receipt) = fixture.probe("claude");
+    assert_eq!(code, 0, "{receipt:#}");
+    assert_eq!(
+        receipt["catalog"]["properties"][0]["value"]["inventory"]["mcp_servers"],
+        json!(["probe-mcp"]),
+        "{receipt:#}"
+    );
+    let (code, report) = fixture.preflight("claude", "latest");
+    assert!(finding(&report, "RECEIPT_ATTACHED").is_some(), "{report:#}");
+    assert_eq!(
+        requirement_status(&report, "listed"),
+        "satisfied",
+        "{report:#}"
+    );
+    // Unlisted, or another scope: unknown, never guessed.
+    assert_eq!(
+        requirement_status(&report, "unlisted"),
+        "unknown",
+        "{report:#}"
+    );
+    assert_eq!(
+        requirement_status(&report, "session"),
+        "unknown",
+        "{report:#}"
+    );
+    assert_eq!(code, 4, "{report:#}");
 }
 
 #[test]
@@ -742,7 +863,7 @@ fn opencode_stand_in(calls: &Path, delay: u32) -> String {
     format!(
         r#"#!/bin/sh
 if [ "$1" = --version ]; then echo 1.18.33; exit 0; fi
-if [ "$2" = config ]; then echo '{{"agent":{{}},"command":{{}}}}'; exit 0; fi
+if [ "$2" = config ]; then echo x >> {calls}.config; echo '{{"agent":{{}},"command":{{}}}}'; exit 0; fi
 echo x >> {calls}
 if [ {delay} -gt 0 ] && mkdir {calls}.hang 2>/dev/null; then sleep {delay}; fi
 echo "[{{\"name\":\"{SENTINEL}\",\"location\":\"$OPENCODE_CONFIG_DIR/skills/{SENTINEL}/SKILL.md\"}}]"
@@ -751,21 +872,56 @@ echo "[{{\"name\":\"{SENTINEL}\",\"location\":\"$OPENCODE_CONFIG_DIR/skills/{SEN
     )
 }
 
+/// A temporary directory holding `.agents/skills/<SENTINEL>`: as the probe's `TMPDIR`, a
+/// directory above every run's, it gives OpenCode a second candidate for the sentinel's name.
+fn inherited_sentinel() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        &dir.path()
+            .join(format!(".agents/skills/{SENTINEL}/SKILL.md")),
+        &format!("---\nname: {SENTINEL}\ndescription: An inherited copy.\n---\n\nTheirs.\n"),
+    );
+    dir
+}
+
 #[test]
-fn opencode_samples_run_bounded_and_a_timed_out_sample_is_unknown() {
+fn opencode_samples_only_a_choice_run_bounded_and_a_timed_out_sample_is_unknown() {
     let counts = tempfile::tempdir().unwrap();
-    // Every sample answers: the receipt records each over the samples asked for.
-    let calls = counts.path().join("fast");
+    // No second candidate for any name: one listing, whatever the sample count says.
+    let calls = counts.path().join("alone");
     let (mut fixture, code, receipt) = probe_with(
         "opencode",
         &opencode_stand_in(&calls, 0),
         &[("AGENTPACK_PROBE_OPENCODE_SAMPLES", "12")],
     );
     assert_eq!(code, 0, "{receipt:#}");
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 1);
+    assert_eq!(receipt["sampling"]["samples"], 1, "{receipt:#}");
+    // No agent and no command is staged: the resolved configuration is not asked.
+    assert!(!calls.with_extension("config").exists(), "{receipt:#}");
+
+    // An inherited copy of the sentinel's name (which the listing does not show): OpenCode has a
+    // choice, and every sample asked for is taken, the reason naming the name.
+    let inherited = inherited_sentinel();
+    fixture
+        .envs
+        .push(("TMPDIR".to_owned(), inherited.path().display().to_string()));
+    let calls = counts.path().join("fast");
+    fixture.stand_in("opencode", &opencode_stand_in(&calls, 0));
+    let (code, receipt) = fixture.probe("opencode");
+    assert_eq!(code, 0, "{receipt:#}");
     assert_eq!(
         std::fs::read_to_string(&calls).unwrap().lines().count(),
         12,
         "12 `debug skill` samples"
+    );
+    assert_eq!(receipt["sampling"]["samples"], 12, "{receipt:#}");
+    assert!(
+        receipt["sampling"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("`{SENTINEL}` has 2 candidates")),
+        "{receipt:#}"
     );
     let seen = &receipt["catalog"]["winners_seen"][0];
     assert_eq!(seen["samples"], 12, "{receipt:#}");
@@ -774,20 +930,21 @@ fn opencode_samples_run_bounded_and_a_timed_out_sample_is_unknown() {
         observed(&receipt, "skill", SENTINEL).unwrap()["winner"],
         "package"
     );
-    assert!(receipt["capability"].as_u64().unwrap() >= 2);
+    assert!(receipt["capability"].as_u64().unwrap() >= 3);
 
     // One sample hangs past the per-call timeout: killed, and the receipt is `timed_out` with
-    // no catalog (its winner is unknown, never guessed from the others).
+    // no catalog (its winner is unknown, never guessed from the others). The timeout is far
+    // above what a stand-in needs even on a loaded machine, and far below the hang.
     let calls = counts.path().join("slow");
-    fixture.stand_in("opencode", &opencode_stand_in(&calls, 60));
+    fixture.stand_in("opencode", &opencode_stand_in(&calls, 600));
     fixture
         .envs
-        .push(("AGENTPACK_PROBE_TIMEOUT_SECS".to_owned(), "2".to_owned()));
+        .push(("AGENTPACK_PROBE_TIMEOUT_SECS".to_owned(), "15".to_owned()));
     let started = std::time::Instant::now();
     let (code, receipt) = fixture.probe("opencode");
     assert!(
-        started.elapsed().as_secs() < 30,
-        "the timeout bounds the sampling"
+        started.elapsed().as_secs() < 300,
+        "the timeout bounds the sampling, not the 600 s hang"
     );
     assert_eq!(code, 5, "{receipt:#}");
     assert_eq!(receipt["status"], "timed_out", "{receipt:#}");
@@ -805,6 +962,144 @@ fn opencode_samples_run_bounded_and_a_timed_out_sample_is_unknown() {
     let output = fixture.run(&["probe", "--agent", "opencode"]);
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("AGENTPACK_PROBE_OPENCODE_SAMPLES"));
+}
+
+/// The package's agent and command beside the sentinel skill.
+const AGENT_AND_COMMAND: [(&str, &str); 2] = [
+    (
+        "agents/probe-helper.md",
+        "---\ndescription: A staged agent.\n---\n\nYou help.\n",
+    ),
+    (
+        "commands/probe-cmd.md",
+        "---\ndescription: A staged command.\n---\n\nDo the probe thing.\n",
+    ),
+];
+
+/// contract.json: OpenCode's controlled projection holds the staged agent and command, and a
+/// command named like the sentinel skill.
+fn agent_and_command_contract(fixture: &Fixture) {
+    let projected =
+        |id, category, name| present(id, "opencode", (category, name, "controlled_projection"));
+    fixture.write_contract(&[
+        projected("agent", "agent", "probe-helper"),
+        projected("command", "command", "probe-cmd"),
+        projected("skill-as-command", "command", SENTINEL),
+    ]);
+}
+
+/// The status of the requirement `id` in a preflight report.
+fn requirement_status(report: &Value, id: &str) -> Value {
+    report["requirements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id)
+        .map_or(Value::Null, |r| r["status"].clone())
+}
+
+/// The staged agent and command of [`agent_and_command_contract`] are satisfied; a skill answers
+/// no command requirement (OpenCode lists commands itself).
+fn assert_agent_and_command_answered(report: &Value) {
+    for (id, status) in [
+        ("agent", "satisfied"),
+        ("command", "satisfied"),
+        ("skill-as-command", "unknown"),
+    ] {
+        assert_eq!(requirement_status(report, id), status, "{id}: {report:#}");
+    }
+}
+
+#[test]
+fn opencode_agents_and_commands_are_answered_from_its_resolved_configuration() {
+    let mut fixture = Fixture::synced_with(&AGENT_AND_COMMAND);
+    agent_and_command_contract(&fixture);
+    // The configuration lists the staged agent and command, `agent list` lists the agent;
+    // `debug skill` lists the sentinel only.
+    fixture.stand_in(
+        "opencode",
+        &format!(
+            r#"#!/bin/sh
+if [ "$1" = --version ]; then echo 1.18.33; exit 0; fi
+if [ "$2" = config ]; then echo '{{"agent":{{"probe-helper":{{}},"build":{{}}}},"command":{{"probe-cmd":{{}}}}}}'; exit 0; fi
+if [ "$1" = agent ]; then printf 'build (primary)\n  [\n]\nprobe-helper (subagent)\n  [\n]\n'; exit 0; fi
+echo "[{{\"name\":\"{SENTINEL}\",\"location\":\"$OPENCODE_CONFIG_DIR/skills/{SENTINEL}/SKILL.md\"}}]"
+"#
+        ),
+    );
+    let (code, receipt) = fixture.probe("opencode");
+    assert_eq!(code, 0, "{receipt:#}");
+    assert_eq!(
+        observed(&receipt, "agent", "probe-helper").unwrap()["winner"],
+        "package"
+    );
+    assert_eq!(
+        observed(&receipt, "agent", "build").unwrap()["winner"],
+        "other"
+    );
+    let (code, report) = fixture.preflight("opencode", "latest");
+    assert_agent_and_command_answered(&report);
+    assert_eq!(code, 4, "an unknown required observation: {report:#}");
+
+    // A staged agent `agent list` does not list is not observed, whatever the configuration
+    // lists.
+    let script = std::fs::read_to_string(fixture.home.home.join("stand-in-opencode")).unwrap();
+    let unresolved = script.replace("probe-helper (subagent)", "other (subagent)");
+    assert_ne!(unresolved, script);
+    fixture.stand_in("opencode", &unresolved);
+    let (code, receipt) = fixture.probe("opencode");
+    assert_eq!(code, 0, "{receipt:#}");
+    assert!(
+        observed(&receipt, "agent", "probe-helper").is_none(),
+        "{receipt:#}"
+    );
+    let (_, report) = fixture.preflight("opencode", "latest");
+    assert_eq!(
+        requirement_status(&report, "agent"),
+        "unknown",
+        "{report:#}"
+    );
+}
+
+#[test]
+fn the_real_opencode_lists_agents_and_commands_and_is_sampled_only_for_a_choice() {
+    let Some(bin) = agents_bin() else { return };
+    let _one_at_a_time = agentpack_test_support::one_timed_client_run();
+    let mut fixture = Fixture::with_agents(Fixture::synced_with(&AGENT_AND_COMMAND), &bin);
+    agent_and_command_contract(&fixture);
+    let (code, receipt) = fixture.probe("opencode");
+    assert_eq!(code, 0, "{receipt:#}");
+    assert_eq!(receipt["sampling"]["samples"], 1, "{receipt:#}");
+    for (category, name) in [("agent", "probe-helper"), ("command", "probe-cmd")] {
+        assert_eq!(
+            observed(&receipt, category, name).map(|o| o["winner"].clone()),
+            Some(json!("package")),
+            "{category} {name}: {receipt:#}"
+        );
+    }
+    let (_, report) = fixture.preflight("opencode", "latest");
+    assert_agent_and_command_answered(&report);
+
+    // A copy of the sentinel's name in a directory above the run's: the real client has a choice
+    // (the listing shows only one of the two), so it is sampled (4 times, the fixture's count).
+    let inherited = inherited_sentinel();
+    fixture
+        .envs
+        .push(("TMPDIR".to_owned(), inherited.path().display().to_string()));
+    let (code, receipt) = fixture.probe("opencode");
+    assert_eq!(code, 0, "{receipt:#}");
+    assert_eq!(receipt["sampling"]["samples"], 4, "{receipt:#}");
+    let seen = receipt["catalog"]["winners_seen"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["name"] == SENTINEL)
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (seen["samples"].clone(), seen["listed_in"].clone()),
+        (json!(4), json!(4))
+    );
 }
 
 #[test]
@@ -894,20 +1189,16 @@ fn the_codex_workspace_session_records_which_copy_wins() {
         code, 3,
         "the checkout's copy competes for the name: {report:#}"
     );
-    let status = |id: &str| {
-        report["requirements"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["id"] == id)
-            .map(|r| r["status"].clone())
-    };
     assert_eq!(
-        status(&format!("{SENTINEL}-wins")),
-        Some(json!("satisfied")),
+        requirement_status(&report, &format!("{SENTINEL}-wins")),
+        "satisfied",
         "{report:#}"
     );
-    assert_eq!(status("steady-wins"), Some(json!("violated")), "{report:#}");
+    assert_eq!(
+        requirement_status(&report, "steady-wins"),
+        "violated",
+        "{report:#}"
+    );
     assert_eq!(
         tree_digest(&[&fixture.home.project]),
         checkout,

@@ -45,7 +45,8 @@ impl Fixture {
         );
         let fixture = Fixture {
             home,
-            // Fewer OpenCode samples than the default 60: the tests stay fast on a loaded machine.
+            // Fewer OpenCode samples than the default 60 when a skill name has a choice: the
+            // tests stay fast on a loaded machine.
             envs: vec![(
                 "AGENTPACK_PROBE_OPENCODE_SAMPLES".to_owned(),
                 "4".to_owned(),
@@ -69,6 +70,14 @@ impl Fixture {
             None => system,
         };
         self.envs.push(("PATH".to_owned(), path));
+    }
+
+    /// The pinned real clients in `bin` on `PATH`, with a per-call timeout far beyond what they
+    /// need: a loaded machine must not turn these tests into timeouts (speed is checked apart).
+    fn real_clients(&mut self, bin: &Path) {
+        self.path_with(Some(bin));
+        self.envs
+            .push(("AGENTPACK_PROBE_TIMEOUT_SECS".to_owned(), "180".to_owned()));
     }
 
     fn stand_in(&mut self, var: &str, script: &str) {
@@ -117,12 +126,14 @@ fn probe_all_observes_the_staged_skills_with_every_real_client() {
     let Some(bin) = agents_bin() else { return };
     let _one_at_a_time = agentpack_test_support::one_timed_client_run();
     let mut fixture = Fixture::synced();
-    fixture.path_with(Some(&bin));
+    fixture.real_clients(&bin);
 
     let started = std::time::Instant::now();
     let (code, report) = fixture.json(&["--json", "probe", "--all"]);
-    println!("probe --all took {:?}", started.elapsed());
+    let (took, limit) = (started.elapsed(), crate::probe::time_limit(15));
+    println!("probe --all took {took:?} (limit {limit:?})");
     assert_eq!(code, 0, "{report:#}");
+    assert!(took < limit, "probe --all took {took:?}, over {limit:?}");
     assert_eq!(report["schema_version"], 1, "in the envelope: {report:#}");
     let probes = &report["probes"];
     assert_eq!(probes.as_array().unwrap().len(), 3, "{probes:#}");
@@ -156,8 +167,10 @@ fn probe_all_observes_the_staged_skills_with_every_real_client() {
         if agent == "opencode" {
             let seen = written["catalog"]["winners_seen"].as_array().unwrap();
             let sentinel = seen.iter().find(|w| w["name"] == SENTINEL).unwrap();
-            assert_eq!(sentinel["samples"], 4, "{sentinel}");
-            assert_eq!(sentinel["winners"], serde_json::json!([["package", 4]]));
+            // No name has a second candidate: one listing is the whole answer.
+            assert_eq!(sentinel["samples"], 1, "{sentinel}");
+            assert_eq!(sentinel["winners"], serde_json::json!([["package", 1]]));
+            assert_eq!(written["sampling"]["samples"], 1, "{written:#}");
             assert!(
                 written["catalog"]["artifacts"]
                     .as_array()
@@ -166,7 +179,7 @@ fn probe_all_observes_the_staged_skills_with_every_real_client() {
                     .any(|a| a["category"] == "agent"
                         && a["name"] == "probe-all-helper"
                         && a["winner"] == "package"),
-                "debug config and debug agent: {written:#}"
+                "debug config and agent list: {written:#}"
             );
         }
         assert!(
@@ -203,7 +216,7 @@ fn sync_probe_probes_after_a_successful_sync() {
     let Some(bin) = agents_bin() else { return };
     let _one_at_a_time = agentpack_test_support::one_timed_client_run();
     let mut fixture = Fixture::added();
-    fixture.path_with(Some(&bin));
+    fixture.real_clients(&bin);
     let started = std::time::Instant::now();
     let (code, report) = fixture.json(&["--json", "sync", "--probe"]);
     println!("sync --probe took {:?}", started.elapsed());
@@ -276,4 +289,46 @@ fn probe_all_without_any_installed_client_says_what_to_install() {
         "neither --agent nor --all: {}",
         text(&output)
     );
+}
+
+#[test]
+fn sync_probe_binds_the_receipts_to_the_policy_given() {
+    let mut fixture = Fixture::added();
+    fixture.path_with(None);
+    fixture.stand_in("CLAUDE_PATH", &crate::probe::claude_stand_in());
+    let (code, report) = fixture.json(&["--json", "sync", "--probe", "--policy", "ci"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(row(&report["probes"], "claude")["status"], "complete");
+    let preflight = |extra: &[&str]| {
+        let mut args = vec![
+            "--json",
+            "preflight",
+            "--agent",
+            "claude",
+            "--receipt",
+            "latest",
+        ];
+        args.extend_from_slice(extra);
+        fixture.json(&args).1
+    };
+    let finding = |report: &Value, code: &str| {
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["code"] == code)
+            .cloned()
+    };
+    let ci = preflight(&["--policy", "ci"]);
+    assert!(finding(&ci, "RECEIPT_ATTACHED").is_some(), "{ci:#}");
+    // Under the default policy (`local`) the receipt made under `ci` is stale, naming the policy.
+    let local = preflight(&[]);
+    let stale = finding(&local, "RECEIPT_STALE").unwrap_or_else(|| panic!("{local:#}"));
+    assert!(
+        stale["message"].as_str().unwrap().contains("policy"),
+        "{stale}"
+    );
+    // `--policy` belongs to `--probe`.
+    let output = fixture.run(&["sync", "--policy", "ci"]);
+    assert!(!output.status.success(), "{}", text(&output));
 }

@@ -121,8 +121,10 @@ fn one_by_one_adds_of_one_commit_download_once_until_gc_and_never_use_a_changed_
     let snapshots = world.snapshots("big");
     assert_eq!(snapshots.len(), 1, "one kept snapshot: {snapshots:?}");
     let snapshot = &snapshots[0];
-    // The tree is kept as one archive (no file shares an inode with a package's blobs).
-    assert!(snapshot.join("tree.tar.zst").is_file());
+    // The tree is kept as one archive, the downloaded tarball itself (no file shares an inode with
+    // a package's blobs).
+    assert!(snapshot.join("tree.tar.gz").is_file());
+    assert!(!snapshot.join("tree.tar.zst").exists());
     assert!(!snapshot.join("tree").exists());
     for index in 0..20 {
         assert!(
@@ -147,7 +149,7 @@ fn one_by_one_adds_of_one_commit_download_once_until_gc_and_never_use_a_changed_
     // A changed snapshot is detected and not used: downloaded again, the package is the real one.
     // (A forged archive of another tree is refused by the builders' snapshot tests.)
     tamper(
-        &snapshots[0].join("tree.tar.zst"),
+        &snapshots[0].join("tree.tar.gz"),
         "---\nname: s21\ndescription: evil\n---\n\nDo evil things.\n",
     );
     let stderr = world.ok(&["add", &format!("acme/big/skills/s21@{commit}")]);

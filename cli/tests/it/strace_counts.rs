@@ -16,7 +16,11 @@
 //!   path): none at most twice.
 //!
 //! A full `sync` and a fast one (the fingerprint of the last full sync hashes both files) are held
-//! to the same bounds for the manifest, the lock and the store.
+//! to the same bounds for the manifest, the lock and the store. `preflight` opens its store
+//! read-only (no `CACHEDIR.TAG` is looked at, as `Store::open_read_only` writes no hygiene file)
+//! and no syscall of it creates, writes, renames or removes anything. `store verify --repair` that
+//! removed a store path with no good copy stages the project again over the handle it verified
+//! with: one store handle.
 //!
 //! Needs `/usr/bin/strace` (or `strace` on PATH); without it the tests are skipped, except under
 //! `CI=true`, where a missing strace fails.
@@ -212,4 +216,104 @@ fn a_full_sync_and_a_fast_one_read_the_manifest_and_the_lock_at_most_twice() {
             "{what} sync published: {published}"
         );
     }
+}
+
+#[test]
+fn preflight_opens_the_store_read_only_and_changes_nothing() {
+    let iso = IsolatedHome::new();
+    package(&iso.project.join("pkgs/one"), "one");
+    ok(&iso, &["init"]);
+    ok(&iso, &["add", "./pkgs/one"]);
+    let Some(trace) = traced(&iso, &["preflight", "--agent", "claude", "--json"]) else {
+        return;
+    };
+    let project = std::fs::canonicalize(&iso.project).unwrap();
+    // One read of each: the read-only session's, which the checks and the plan share.
+    assert_eq!(
+        opened(&trace, &project.join("agentpack.toml")),
+        1,
+        "{trace}"
+    );
+    assert_eq!(opened(&trace, &project.join("pack.lock")), 1, "{trace}");
+    assert_eq!(store_opens(&trace), 0, "a writable store handle was opened");
+    // Each line is `<pid> <call>(<args>) = <result>`; the trace file itself is strace's write.
+    const MUTATING: &[&str] = &[
+        "mkdir",
+        "mkdirat",
+        "unlink",
+        "unlinkat",
+        "rename",
+        "renameat",
+        "renameat2",
+        "symlink",
+        "symlinkat",
+        "link",
+        "linkat",
+        "rmdir",
+        "chmod",
+        "fchmodat",
+        "truncate",
+        "utimensat",
+    ];
+    let writes: Vec<&str> = trace
+        .lines()
+        .filter(|line| !line.contains("= -1 ") && !line.contains("command.trace"))
+        .filter(|line| {
+            let call = line
+                .split_whitespace()
+                .nth(1)
+                .and_then(|word| word.split('(').next())
+                .unwrap_or("");
+            let opens_for_writing = (call == "open" || call == "openat")
+                && ["O_CREAT", "O_WRONLY", "O_RDWR"]
+                    .iter()
+                    .any(|flag| line.contains(flag))
+                && !line.contains("\"/dev/");
+            MUTATING.contains(&call) || opens_for_writing
+        })
+        .collect();
+    assert!(writes.is_empty(), "preflight wrote: {writes:#?}");
+}
+
+#[test]
+fn store_verify_repair_stages_again_over_its_one_store_handle() {
+    let iso = IsolatedHome::new();
+    package(&iso.project.join("pkgs/one"), "one");
+    ok(&iso, &["init"]);
+    ok(&iso, &["add", "./pkgs/one"]);
+    // Damage the package's store path and leave no good copy: every blob goes, and one file of
+    // the store path is edited in place. Repair removes the path; the project is staged again.
+    let cache = iso.agentpack_home.join("cache");
+    let slot = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.is_symlink() && path.join("AGENTS.md").is_file())
+        .expect("the package's slot");
+    let file = std::fs::canonicalize(slot.join("AGENTS.md")).unwrap();
+    let blobs = cache.join("store/v1/blobs");
+    for shard in std::fs::read_dir(&blobs).unwrap() {
+        let shard = shard.unwrap().path();
+        if shard.is_dir() {
+            for blob in std::fs::read_dir(&shard).unwrap() {
+                std::fs::remove_file(blob.unwrap().path()).unwrap();
+            }
+        }
+    }
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(&file, "# tampered\n").unwrap();
+
+    let Some(trace) = traced(&iso, &["store", "verify", "--repair"]) else {
+        return;
+    };
+    let stores = store_opens(&trace);
+    assert_eq!(
+        stores, 1,
+        "store verify --repair opened the store {stores} times"
+    );
+    let restaged = std::fs::read_to_string(slot.join("AGENTS.md")).unwrap();
+    assert_eq!(
+        restaged, "# rules of one\n",
+        "the package was not staged again"
+    );
 }

@@ -12,6 +12,8 @@ use std::path::PathBuf;
 use std::process::Output;
 
 use agentpack_test_support::{write, IsolatedHome};
+
+use crate::preflight::unchanged;
 use serde_json::{json, Value};
 
 /// The stand-in Claude Code: records that it ran, and with which arguments.
@@ -61,6 +63,12 @@ impl Fixture {
         .unwrap();
     }
 
+    /// Runs `agentpack ARGS` (a preflight) and asserts it changed nothing: the definition and
+    /// checkout, HOME, `AGENTPACK_HOME` and the staging root hash the same before and after.
+    fn preflight(&self, args: &[&str]) -> Output {
+        unchanged(&self.iso, &[], || self.agentpack(args))
+    }
+
     /// Whether the stand-in agent ran.
     fn agent_ran(&self) -> bool {
         self.mark.exists()
@@ -95,7 +103,7 @@ fn a_strict_launch_with_a_passing_contract_starts_the_agent() {
         .unwrap()
         .contains("hello"));
     // The contract is one preflight evaluates as satisfied (not merely unknown or inapplicable).
-    let preflight = fixture.agentpack(&[
+    let preflight = fixture.preflight(&[
         "--strict-external",
         "preflight",
         "--agent",
@@ -191,12 +199,12 @@ fn without_strict_external_the_contract_is_not_evaluated_at_launch() {
     assert!(fixture.agent_ran());
     assert!(!err.contains("no-demo-skill"), "{err}");
     // The same contract does not hold under preflight: the launch simply did not evaluate it.
-    let preflight = fixture.agentpack(&["preflight", "--agent", "claude"]);
+    let preflight = fixture.preflight(&["preflight", "--agent", "claude"]);
     assert_eq!(preflight.status.code(), Some(3));
 }
 
 fn preflight_ci_strict(fixture: &Fixture) -> (i32, Value) {
-    let output = fixture.agentpack(&[
+    let output = fixture.preflight(&[
         "--strict-external",
         "preflight",
         "--agent",
@@ -316,7 +324,7 @@ fn an_invalid_inheritance_declaration_names_its_json_path() {
     for (mut contract, path) in cases {
         contract["schema_version"] = json!(1);
         fixture.write_contract(&contract);
-        let output = fixture.agentpack(&["preflight", "--agent", "claude"]);
+        let output = fixture.preflight(&["preflight", "--agent", "claude"]);
         let err = stderr(&output);
         assert_eq!(output.status.code(), Some(2), "{contract}: {err}");
         assert!(
@@ -324,4 +332,164 @@ fn an_invalid_inheritance_declaration_names_its_json_path() {
             "{contract} names {path}: {err}"
         );
     }
+}
+
+/// A stand-in Claude Code that a probe can read (`plugin validate`, and the init event of a
+/// `-p hi` session listing `demo-skill` from the bundle) and that records a launch.
+fn probed_standin() -> String {
+    let init = json!({"type": "system", "subtype": "init", "claude_code_version": "2.1.328",
+        "skills": ["agentpack-bundle:demo-skill"], "slash_commands": [], "agents": []});
+    let validated = json!({"success": true, "provides": {
+        "skills": ["agentpack-bundle:demo-skill"], "commands": [], "agents": []}});
+    format!(
+        "#!/bin/sh\nif [ \"$3\" = plugin ] && [ \"$4\" = details ]; then echo \"error: unknown command 'details'\" >&2; exit 1; fi\nif [ \"$1\" = plugin ]; then echo '{validated}'; exit 0; fi\nif [ \"$1\" = -p ] && [ \"$2\" = hi ]; then echo '{init}'; sleep 30; exit 0; fi\nprintf 'ran %s\\n' \"$*\" >> \"$STANDIN_MARK\"\nexit 0\n"
+    )
+}
+
+/// A requirement only a receipt answers: `demo-skill` observed in the workspace session.
+fn observed_contract() -> Value {
+    json!({
+        "schema_version": 1,
+        "requirements": [{
+            "id": "demo-skill-observed",
+            "target": "claude",
+            "selector": {"category": "skill", "name": "demo-skill", "property": "presence", "scope": "workspace_session"},
+            "predicate": "present",
+            "minimum_evidence": "observed"
+        }]
+    })
+}
+
+#[test]
+fn a_strict_launch_attaches_the_newest_current_receipt_and_refuses_a_stale_one() {
+    let fixture = Fixture::new();
+    write(&fixture.standin, &probed_standin());
+    fixture.write_contract(&observed_contract());
+    // No receipt yet: unknown, exit 4, not started, and the missing receipt is named.
+    let output = fixture.agentpack(&["--strict-external", "claude"]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(4), "{err}");
+    assert!(!fixture.agent_ran());
+    assert!(err.contains("demo-skill-observed"), "{err}");
+    assert!(err.contains("RECEIPT_MISSING"), "{err}");
+
+    // A probe bound to the launch's policy (`local`, strict, this contract): the launch attaches
+    // it and starts the agent.
+    let probe = fixture.agentpack(&["--strict-external", "probe", "--agent", "claude", "--json"]);
+    assert_eq!(probe.status.code(), Some(0), "{}", stderr(&probe));
+    let output = fixture.agentpack(&["--strict-external", "claude", "--", "go"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        fixture.agent_ran(),
+        "the agent did not start with a current receipt"
+    );
+    std::fs::remove_file(&fixture.mark).unwrap();
+
+    // A newer receipt bound to another policy (`ci`) is the newest: stale for the launch, which
+    // never falls back to the older one.
+    let probe = fixture.agentpack(&[
+        "--strict-external",
+        "probe",
+        "--agent",
+        "claude",
+        "--policy",
+        "ci",
+        "--json",
+    ]);
+    assert_eq!(probe.status.code(), Some(0), "{}", stderr(&probe));
+    let output = fixture.agentpack(&["--strict-external", "claude"]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(4), "{err}");
+    assert!(!fixture.agent_ran());
+    assert!(err.contains("RECEIPT_STALE"), "{err}");
+    assert!(err.contains("policy"), "{err}");
+}
+
+#[test]
+fn a_strict_launch_evaluates_the_rendered_bytes_it_will_run() {
+    let fixture = Fixture::new();
+    let first = fixture.agentpack(&["--strict-external", "claude"]);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    std::fs::remove_file(&fixture.mark).unwrap();
+    // The staged skill is edited in place: the generation the launch would run differs from the
+    // plan, and a contract on the rendered bytes names it.
+    let report = fixture.preflight(&["preflight", "--agent", "claude", "--json"]);
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    let digest = report["plan"]["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "demo-skill")
+        .unwrap()["rendered_digest"]
+        .clone();
+    fixture.write_contract(&json!({
+        "schema_version": 1,
+        "requirements": [{
+            "id": "demo-bytes", "target": "claude", "predicate": "equals",
+            "selector": {"category": "skill", "name": "demo-skill", "property": "rendered_digest"},
+            "expected": digest
+        }]
+    }));
+    let output = fixture.agentpack(&["--strict-external", "claude"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(fixture.agent_ran());
+    std::fs::remove_file(&fixture.mark).unwrap();
+    // A changed source is restaged by the launch and the contract on the old bytes fails, naming
+    // the requirement; the agent does not start.
+    write(
+        &fixture.iso.project.join("pkg/skills/demo-skill/SKILL.md"),
+        "---\nname: demo-skill\ndescription: A demo skill for the strict contract tests.\n---\nSay OTHER.\n",
+    );
+    let output = fixture.agentpack(&["--strict-external", "claude"]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(3), "{err}");
+    assert!(err.contains("demo-bytes"), "{err}");
+    assert!(!fixture.agent_ran());
+}
+
+#[test]
+fn complete_coverage_and_observed_absence_stay_unknown_with_a_current_receipt() {
+    let fixture = Fixture::new();
+    write(&fixture.standin, &probed_standin());
+    let mut contract = observed_contract();
+    let requirements = contract["requirements"].as_array_mut().unwrap();
+    requirements.push(json!({
+        "id": "skills-complete", "target": "claude", "predicate": "coverage_complete",
+        "selector": {"category": "skill", "scope": "workspace_session"},
+        "minimum_evidence": "observed"
+    }));
+    requirements.push(json!({
+        "id": "no-ghost", "target": "claude", "predicate": "absent",
+        "selector": {"category": "skill", "name": "ghost", "scope": "workspace_session"},
+        "minimum_evidence": "observed"
+    }));
+    fixture.write_contract(&contract);
+    assert_eq!(fixture.agentpack(&["sync"]).status.code(), Some(0));
+    let probe = fixture.agentpack(&["probe", "--agent", "claude", "--json"]);
+    assert_eq!(probe.status.code(), Some(0), "{}", stderr(&probe));
+    let output = fixture.preflight(&[
+        "preflight",
+        "--agent",
+        "claude",
+        "--receipt",
+        "latest",
+        "--json",
+    ]);
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(output.status.code(), Some(4), "{report:#}");
+    let status = |id: &str| {
+        report["requirements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap()["status"]
+            .clone()
+    };
+    // The receipt is current and answers the positive observation ...
+    assert_eq!(status("demo-skill-observed"), "satisfied", "{report:#}");
+    // ... but a session catalog is never complete (it leaves out user-level configuration), so
+    // complete coverage and the absence of a name it does not list stay unknown.
+    assert_eq!(status("skills-complete"), "unknown", "{report:#}");
+    assert_eq!(status("no-ghost"), "unknown", "{report:#}");
 }

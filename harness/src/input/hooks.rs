@@ -60,12 +60,7 @@ pub fn read_hooks(
             continue;
         };
         let codex = manifest.starts_with(".codex-plugin");
-        let items = match value.get("hooks") {
-            None => continue,
-            Some(Value::Array(items)) => items.clone(),
-            Some(other) => vec![other.clone()],
-        };
-        for item in items {
+        for item in super::manifest_entries(&value, "hooks") {
             match item {
                 Value::String(path) => {
                     if path.starts_with('/') {

@@ -47,6 +47,16 @@ pub struct LoadedPackage {
     pub name: String,
 }
 
+impl LoadedPackage {
+    /// What the plugin-root variables (`${CLAUDE_PLUGIN_ROOT}`...) stand for in the package's
+    /// definitions: its [`LoadedPackage::plugin_root`], else the package's own directory.
+    pub fn plugin_root_or_dir(&self) -> String {
+        self.plugin_root
+            .clone()
+            .unwrap_or_else(|| crate::path_text(&self.input.root))
+    }
+}
+
 /// The `./.agents/` overlay after reading.
 #[derive(Debug, Clone)]
 pub struct LoadedOverlay {
@@ -215,12 +225,7 @@ pub(crate) fn read_plugin_servers(
         let Some(value) = read_json(manifest, warnings)? else {
             continue;
         };
-        let items = match value.get("mcpServers") {
-            None => continue,
-            Some(Value::Array(items)) => items.clone(),
-            Some(other) => vec![other.clone()],
-        };
-        for item in items {
+        for item in manifest_entries(&value, "mcpServers") {
             match &item {
                 Value::String(path) => {
                     if path.starts_with('/') {
@@ -253,6 +258,16 @@ pub(crate) fn read_plugin_servers(
         }
     }
     Ok(servers.into_values().collect())
+}
+
+/// A plugin manifest's `field` (a path, an inline definition, or an array of them) as a list:
+/// an array's items, else the one value; empty when the field is absent.
+fn manifest_entries(manifest: &Value, field: &str) -> Vec<Value> {
+    match manifest.get(field) {
+        None => Vec::new(),
+        Some(Value::Array(items)) => items.clone(),
+        Some(other) => vec![other.clone()],
+    }
 }
 
 fn load_package(

@@ -66,21 +66,27 @@ fn file_bytes(hasher: &mut Sha256, path: &Path) {
     }
 }
 
-fn metadata_line(meta: &fs::Metadata) -> String {
+/// One entry's metadata as fixed-width bytes: type, permission bits, size (0 for a directory) and
+/// modification time (seconds and nanoseconds). No text formatting: the fast path encodes one of
+/// these per file of every path package on every no-op sync.
+type MetadataLine = [u8; 29];
+
+fn metadata_line(meta: &fs::Metadata) -> MetadataLine {
     let kind = if meta.file_type().is_symlink() {
-        'l'
+        b'l'
     } else if meta.is_dir() {
-        'd'
+        b'd'
     } else {
-        'f'
+        b'f'
     };
-    format!(
-        "{kind} {:o} {} {}.{}",
-        meta.mode() & 0o7777,
-        if meta.is_dir() { 0 } else { meta.size() },
-        meta.mtime(),
-        meta.mtime_nsec()
-    )
+    let size = if meta.is_dir() { 0 } else { meta.size() };
+    let mut line = [0u8; 29];
+    line[0] = kind;
+    line[1..5].copy_from_slice(&(meta.mode() & 0o7777).to_le_bytes());
+    line[5..13].copy_from_slice(&size.to_le_bytes());
+    line[13..21].copy_from_slice(&meta.mtime().to_le_bytes());
+    line[21..29].copy_from_slice(&meta.mtime_nsec().to_le_bytes());
+    line
 }
 
 /// `root` and its metadata, or where it points and that metadata when it is a symbolic link: one
@@ -105,7 +111,7 @@ fn resolve_root(root: &Path) -> Option<(PathBuf, fs::Metadata)> {
 /// path's root; anything else (a legacy slot directory) is walked.
 fn cache_entry(hasher: &mut Sha256, entry: &Path) {
     let Ok(target) = fs::read_link(entry) else {
-        tree_metadata(hasher, entry, Cover::All);
+        tree_metadata(hasher, entry, Cover::All, None);
         return;
     };
     field(hasher, b"slot");
@@ -117,14 +123,12 @@ fn cache_entry(hasher: &mut Sha256, entry: &Path) {
     };
     match resolved.symlink_metadata() {
         Ok(meta) => {
-            let kind = if meta.is_dir() { 'd' } else { 'o' };
-            let line = format!(
-                "{kind} {:o} {} {}",
-                meta.mode() & 0o7777,
-                meta.dev(),
-                meta.ino()
-            );
-            field(hasher, line.as_bytes());
+            let mut line = [0u8; 21];
+            line[0] = if meta.is_dir() { b'd' } else { b'o' };
+            line[1..5].copy_from_slice(&(meta.mode() & 0o7777).to_le_bytes());
+            line[5..13].copy_from_slice(&meta.dev().to_le_bytes());
+            line[13..21].copy_from_slice(&meta.ino().to_le_bytes());
+            field(hasher, &line);
         }
         Err(_) => field(hasher, b"missing"),
     }
@@ -141,8 +145,15 @@ enum Cover {
 }
 
 /// Hashes the metadata of every entry under `root` (the root itself followed when it is a link,
-/// nothing below followed).
-fn tree_metadata(hasher: &mut Sha256, root: &Path, cover: Cover) {
+/// nothing below followed). With `listings`, a directory whose identity and times are those of a
+/// recorded listing is not listed again: each recorded name is stat'ed instead (the digest is the
+/// same; see [`Listings`]).
+fn tree_metadata(
+    hasher: &mut Sha256,
+    root: &Path,
+    cover: Cover,
+    mut listings: Option<&mut ListingCache<'_>>,
+) {
     let Some((resolved, root_meta)) = resolve_root(root) else {
         if matches!(cover, Cover::All) {
             field(hasher, b"missing");
@@ -158,45 +169,157 @@ fn tree_metadata(hasher: &mut Sha256, root: &Path, cover: Cover) {
                 || (meta.is_symlink()
                     && relative == crate::launch::home_layer::AGY_OVERLAY_LINK.as_bytes())))
     };
-    let mut lines: Vec<(Vec<u8>, String)> = Vec::new();
+    let mut lines: Vec<(Vec<u8>, MetadataLine)> = Vec::new();
     if covered(b"", &root_meta) {
         lines.push((Vec::new(), metadata_line(&root_meta)));
     }
-    // Each entry's metadata is read relative to its directory (`fstatat`), not by absolute path.
+    // Each entry's metadata is read relative to its directory (`fstatat`) when it is listed; by
+    // path when its recorded listing is used (no `openat`, `getdents64` or `close` then).
     let mut pending = Vec::new();
     if root_meta.is_dir() {
-        pending.push((resolved, Vec::new()));
+        pending.push((resolved, Vec::new(), root_meta));
     }
-    while let Some((dir, prefix)) = pending.pop() {
-        let Ok(entries) = fs::read_dir(&dir) else {
-            field(hasher, b"unreadable");
-            continue;
-        };
-        for entry in entries {
-            let Ok(entry) = entry else {
-                field(hasher, b"unreadable");
-                continue;
-            };
-            let Ok(meta) = entry.metadata() else {
-                continue;
-            };
+    while let Some((dir, prefix, dir_meta)) = pending.pop() {
+        let mut visit = |name: &std::ffi::OsStr, path: PathBuf, meta: fs::Metadata| {
             let mut relative: Vec<u8> = prefix.clone();
             if !relative.is_empty() {
                 relative.push(b'/');
             }
-            relative.extend_from_slice(entry.file_name().as_encoded_bytes());
-            if meta.is_dir() {
-                pending.push((entry.path(), relative.clone()));
-            }
+            relative.extend_from_slice(name.as_encoded_bytes());
             if covered(&relative, &meta) {
-                lines.push((relative, metadata_line(&meta)));
+                lines.push((relative.clone(), metadata_line(&meta)));
             }
+            if meta.is_dir() {
+                pending.push((path, relative, meta));
+            }
+        };
+        if let Some(names) = listings
+            .as_deref_mut()
+            .and_then(|cache| cache.recorded(&dir, &dir_meta))
+        {
+            for name in names {
+                let path = dir.join(&name);
+                match path.symlink_metadata() {
+                    Ok(meta) => visit(std::ffi::OsStr::new(&name), path, meta),
+                    // Gone although the directory's times did not move: never the same digest.
+                    Err(_) => field(hasher, b"vanished"),
+                }
+            }
+            continue;
+        }
+        let Ok(entries) = fs::read_dir(&dir) else {
+            field(hasher, b"unreadable");
+            continue;
+        };
+        let mut names = Some(Vec::new());
+        for entry in entries {
+            let Ok(entry) = entry else {
+                field(hasher, b"unreadable");
+                names = None;
+                continue;
+            };
+            let Ok(meta) = entry.metadata() else {
+                names = None;
+                continue;
+            };
+            let name = entry.file_name();
+            match (&mut names, name.to_str()) {
+                (Some(list), Some(text)) => list.push(text.to_owned()),
+                _ => names = None,
+            }
+            visit(&name, entry.path(), meta);
+        }
+        if let (Some(cache), Some(names)) = (listings.as_deref_mut(), names) {
+            cache.record(&dir, &dir_meta, names);
         }
     }
     lines.sort();
     for (path, line) in lines {
         field(hasher, &path);
-        field(hasher, line.as_bytes());
+        field(hasher, &line);
+    }
+}
+
+/// The listings of source directories a fingerprint read, kept beside it so the next one need not
+/// list them again (a bare sync records them; see [`compute_with_listings`]).
+///
+/// A directory's listing changes only through an entry created, removed or renamed in it, and each
+/// of those moves the directory's modification and change times (the change time cannot be set
+/// back). A directory whose device, inode and both times are those recorded therefore has the
+/// recorded names; each is still stat'ed, because an edit in place moves only the file's own times.
+/// A directory changed less than [`RACY_SECONDS`] before it was listed is not recorded (a change in
+/// the same clock tick would leave its times as they were), nor one with a name that is not UTF-8.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Listings {
+    dirs: std::collections::BTreeMap<String, Listing>,
+}
+
+impl Listings {
+    /// How many directories are recorded.
+    pub fn len(&self) -> usize {
+        self.dirs.len()
+    }
+
+    /// Is nothing recorded?
+    pub fn is_empty(&self) -> bool {
+        self.dirs.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Listing {
+    /// Device, inode, modification time (s, ns), change time (s, ns).
+    stamp: [i64; 6],
+    names: Vec<String>,
+}
+
+/// How old (by its change time) a directory must be for its listing to be recorded.
+pub const RACY_SECONDS: i64 = 2;
+
+fn dir_stamp(meta: &fs::Metadata) -> [i64; 6] {
+    [
+        meta.dev() as i64,
+        meta.ino() as i64,
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+    ]
+}
+
+/// The recorded listings a computation may use, and the ones it records.
+struct ListingCache<'a> {
+    previous: &'a Listings,
+    next: Listings,
+    /// Seconds since the epoch before which a directory's change time must lie to be recorded.
+    trusted_before: i64,
+}
+
+impl ListingCache<'_> {
+    fn recorded(&mut self, dir: &Path, meta: &fs::Metadata) -> Option<Vec<String>> {
+        let key = dir.to_str()?;
+        let listing = self.previous.dirs.get(key)?;
+        if listing.stamp != dir_stamp(meta) {
+            return None;
+        }
+        self.next.dirs.insert(key.to_owned(), listing.clone());
+        Some(listing.names.clone())
+    }
+
+    fn record(&mut self, dir: &Path, meta: &fs::Metadata, names: Vec<String>) {
+        let Some(key) = dir.to_str() else {
+            return;
+        };
+        if meta.ctime() >= self.trusted_before {
+            return;
+        }
+        self.next.dirs.insert(
+            key.to_owned(),
+            Listing {
+                stamp: dir_stamp(meta),
+                names,
+            },
+        );
     }
 }
 
@@ -207,8 +330,47 @@ pub fn compute(inputs: &FingerprintInputs) -> String {
 
 /// Computes the fingerprint of `inputs` and `extra` (lowercase hex SHA-256).
 pub fn compute_extended(inputs: &FingerprintInputs, extra: &ExtraInputs) -> String {
+    digest(inputs, extra, None)
+}
+
+/// [`compute_extended`], listing a source directory again only when it differs from its listing
+/// in `previous`; returns the fingerprint (the same as [`compute_extended`]'s) and the listings to
+/// record for the next computation.
+pub fn compute_with_listings(
+    inputs: &FingerprintInputs,
+    extra: &ExtraInputs,
+    previous: &Listings,
+) -> (String, Listings) {
+    let trusted_before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_secs() as i64 - RACY_SECONDS)
+        .unwrap_or(i64::MIN);
+    compute_with_listings_before(inputs, extra, previous, trusted_before)
+}
+
+/// [`compute_with_listings`], recording directories whose change time is before `trusted_before`.
+fn compute_with_listings_before(
+    inputs: &FingerprintInputs,
+    extra: &ExtraInputs,
+    previous: &Listings,
+    trusted_before: i64,
+) -> (String, Listings) {
+    let mut cache = ListingCache {
+        previous,
+        next: Listings::default(),
+        trusted_before,
+    };
+    let fingerprint = digest(inputs, extra, Some(&mut cache));
+    (fingerprint, cache.next)
+}
+
+fn digest(
+    inputs: &FingerprintInputs,
+    extra: &ExtraInputs,
+    mut listings: Option<&mut ListingCache<'_>>,
+) -> String {
     let mut hasher = Sha256::new();
-    field(&mut hasher, b"agentpack-launch-fingerprint-v2");
+    field(&mut hasher, b"agentpack-launch-fingerprint-v3");
     match inputs.agent {
         Some(agent) => field(&mut hasher, agent.as_str().as_bytes()),
         None => field(&mut hasher, b"all agents"),
@@ -220,7 +382,7 @@ pub fn compute_extended(inputs: &FingerprintInputs, extra: &ExtraInputs) -> Stri
     file_bytes(&mut hasher, &inputs.manifest);
     file_bytes(&mut hasher, &inputs.lock);
     match &inputs.overlay {
-        Some(overlay) => tree_metadata(&mut hasher, overlay, Cover::Overlay),
+        Some(overlay) => tree_metadata(&mut hasher, overlay, Cover::Overlay, None),
         None => field(&mut hasher, b"no overlay"),
     }
     field(
@@ -242,7 +404,7 @@ pub fn compute_extended(inputs: &FingerprintInputs, extra: &ExtraInputs) -> Stri
     for dir in &extra.source_dirs {
         field(&mut hasher, b"source");
         field(&mut hasher, dir.as_os_str().as_encoded_bytes());
-        tree_metadata(&mut hasher, dir, Cover::All);
+        tree_metadata(&mut hasher, dir, Cover::All, listings.as_deref_mut());
     }
     for file in &extra.files {
         field(&mut hasher, file.as_os_str().as_encoded_bytes());
@@ -295,6 +457,75 @@ mod tests {
         assert_ne!(added, compute(&inputs));
     }
 
+    /// A bare sync's inputs under `root`: its manifest and lock, the source directory `src`, eject's
+    /// record `eject.json`, and `cache_entries`.
+    fn bare_sync_inputs(
+        root: &Path,
+        cache_entries: Vec<PathBuf>,
+    ) -> (FingerprintInputs, ExtraInputs) {
+        let inputs = FingerprintInputs {
+            agent: None,
+            mode: "default".into(),
+            manifest: root.join("agentpack.toml"),
+            lock: root.join("pack.lock"),
+            overlay: None,
+            generation: root.join("gen"),
+            cache_entries,
+            toggles: vec![],
+        };
+        let extra = ExtraInputs {
+            source_dirs: vec![root.join("src")],
+            files: vec![root.join("eject.json")],
+        };
+        (inputs, extra)
+    }
+
+    #[test]
+    fn recorded_listings_give_the_same_digest_and_miss_no_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::write(root.join("agentpack.toml"), "").unwrap();
+        fs::write(root.join("pack.lock"), "").unwrap();
+        fs::create_dir_all(root.join("src/skills/a")).unwrap();
+        fs::write(root.join("src/skills/a/SKILL.md"), "a").unwrap();
+        let (inputs, extra) = bare_sync_inputs(root, vec![]);
+        let plain = compute_extended(&inputs, &extra);
+        // Directories changed just now are not recorded (racy)...
+        let (digest, racy) = compute_with_listings(&inputs, &extra, &Listings::default());
+        assert_eq!(digest, plain);
+        assert!(racy.is_empty(), "{racy:?}");
+        // ...but older ones are (a clock in the future stands in for waiting).
+        let future = i64::MAX;
+        let (digest, listings) =
+            compute_with_listings_before(&inputs, &extra, &Listings::default(), future);
+        assert_eq!(digest, plain);
+        assert_eq!(listings.len(), 3, "src, skills and skills/a: {listings:?}");
+        let (again, kept) = compute_with_listings_before(&inputs, &extra, &listings, future);
+        assert_eq!(again, plain, "a recorded listing gives the same digest");
+        assert_eq!(kept, listings);
+
+        // An edit in place (the directory's times do not move) is still found.
+        fs::write(root.join("src/skills/a/SKILL.md"), "edited").unwrap();
+        let edited = compute_extended(&inputs, &extra);
+        assert_ne!(edited, plain);
+        assert_eq!(
+            compute_with_listings_before(&inputs, &extra, &listings, future).0,
+            edited
+        );
+        // A file added, or one removed, moves its directory's times: listed again.
+        fs::write(root.join("src/skills/a/new.md"), "n").unwrap();
+        let added = compute_extended(&inputs, &extra);
+        assert_ne!(added, edited);
+        let (digest, relisted) = compute_with_listings_before(&inputs, &extra, &listings, future);
+        assert_eq!(digest, added);
+        assert_ne!(relisted, listings);
+        fs::remove_file(root.join("src/skills/a/new.md")).unwrap();
+        assert_eq!(
+            compute_with_listings_before(&inputs, &extra, &relisted, future).0,
+            compute_extended(&inputs, &extra)
+        );
+    }
+
     #[test]
     fn a_store_slot_counts_as_its_link_and_root_not_its_files() {
         let dir = tempfile::tempdir().unwrap();
@@ -307,20 +538,7 @@ mod tests {
         std::os::unix::fs::symlink("store/v1/aaaa-pkg", root.join("cache/slot")).unwrap();
         fs::create_dir_all(root.join("src")).unwrap();
         fs::write(root.join("src/SKILL.md"), "s").unwrap();
-        let inputs = FingerprintInputs {
-            agent: None,
-            mode: "default".into(),
-            manifest: root.join("agentpack.toml"),
-            lock: root.join("pack.lock"),
-            overlay: None,
-            generation: root.join("gen"),
-            cache_entries: vec![root.join("cache/slot")],
-            toggles: vec![],
-        };
-        let extra = ExtraInputs {
-            source_dirs: vec![root.join("src")],
-            files: vec![root.join("eject.json")],
-        };
+        let (inputs, extra) = bare_sync_inputs(root, vec![root.join("cache/slot")]);
         let first = compute_extended(&inputs, &extra);
         assert_ne!(
             first,

@@ -57,20 +57,7 @@ pub fn is_reference_only(value: &str) -> bool {
 
 /// `value` without its `${...}` references.
 pub fn strip_references(value: &str) -> String {
-    let mut out = String::new();
-    let mut rest = value;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        match rest[start..].find('}') {
-            Some(end) => rest = &rest[start + end + 1..],
-            None => {
-                out.push_str(&rest[start..]);
-                rest = "";
-            }
-        }
-    }
-    out.push_str(rest);
-    out
+    crate::render::mcp::map_references(value, |_| Some(String::new()))
 }
 
 /// A flag whose name contains a [`CREDENTIAL_WORDS`] word: `--token`, `--api-key`, `-password`

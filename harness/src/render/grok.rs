@@ -15,7 +15,6 @@
 use serde_json::{json, Map, Value};
 
 use crate::agent::Agent;
-use crate::path_text;
 use crate::plan::RenderPlan;
 use crate::render::hooks::HookFormat;
 use crate::render::layout::{self, ArtifactLayout, Place};
@@ -98,10 +97,7 @@ fn stage_hooks(ctx: &Context<'_>, plan: &mut RenderPlan) {
             ));
             continue;
         }
-        let root = package
-            .plugin_root
-            .clone()
-            .unwrap_or_else(|| path_text(&package.input.root));
+        let root = package.plugin_root_or_dir();
         for file in files {
             for entry in &file.entries {
                 let handler = Value::Object(entry.handler.clone()).to_string();

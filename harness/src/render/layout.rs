@@ -10,10 +10,11 @@
 
 use serde_json::{json, Value};
 
+use crate::agent::Agent;
 use crate::input::artifact::{Artifact, ArtifactKind};
-use crate::plan::{PlanEntry, RenderPlan};
+use crate::plan::{PlanEntry, RenderPlan, SecretLayer};
 use crate::render::convert::{self, SkillNames};
-use crate::render::mcp;
+use crate::render::mcp::{self, MergedServer};
 use crate::render::Context;
 
 /// What one artifact becomes: units keyed by their path below the agent root.
@@ -370,14 +371,7 @@ pub(crate) fn stage_json_servers(
     plan: &mut RenderPlan,
     file: String,
 ) -> Vec<String> {
-    let paths = ctx.plugin_path_refs();
-    let servers = mcp::render_json_servers(
-        plan.agent,
-        ctx.servers,
-        &paths,
-        &mut plan.warnings,
-        &mut plan.secrets,
-    );
+    let servers = render_servers(ctx, plan, mcp::render_json_servers);
     let names: Vec<String> = servers
         .as_object()
         .map(|m| m.keys().cloned().collect())
@@ -395,15 +389,25 @@ pub(crate) fn insert_toml_servers(
     plan: &mut RenderPlan,
     config: &mut toml::Table,
 ) {
+    let servers = render_servers(ctx, plan, mcp::render_toml_servers);
+    if !servers.is_empty() {
+        config.insert("mcp_servers".into(), servers.into());
+    }
+}
+
+/// One of [`mcp`]'s server renderers: [`mcp::render_json_servers`] or [`mcp::render_toml_servers`].
+type ServerRenderer<T> =
+    fn(Agent, &[MergedServer], &[&str], &mut Vec<String>, &mut SecretLayer) -> T;
+
+/// The context's merged MCP servers rendered by `render` (JSON or TOML) for the plan's agent,
+/// with the plugin paths a value may name; warnings and secrets go to the plan.
+fn render_servers<T>(ctx: &Context<'_>, plan: &mut RenderPlan, render: ServerRenderer<T>) -> T {
     let paths = ctx.plugin_path_refs();
-    let servers = mcp::render_toml_servers(
+    render(
         plan.agent,
         ctx.servers,
         &paths,
         &mut plan.warnings,
         &mut plan.secrets,
-    );
-    if !servers.is_empty() {
-        config.insert("mcp_servers".into(), servers.into());
-    }
+    )
 }

@@ -168,10 +168,7 @@ pub fn render(
     for package in packages {
         for (name, definition) in &package.lsp {
             let text = definition.to_string();
-            let root = package
-                .plugin_root
-                .clone()
-                .unwrap_or_else(|| path_text(&package.input.root));
+            let root = package.plugin_root_or_dir();
             let (text, _) = mcp::substitute_plugin_vars(&text, &root, &package.plugin_data);
             lsp_servers.insert(
                 name.clone(),

@@ -99,38 +99,20 @@ impl<'a> Reader<'a> {
             self.finish(&config, "[config] holds disabled_plugins")?;
         }
 
-        if let Some(packages) = top.take("packages") {
-            for (i, item) in self
-                .array_of_tables(packages, "packages")?
-                .iter()
-                .enumerate()
-            {
-                let package = self.package(item, i)?;
-                if lock.package(package.module.as_str()).is_some() {
-                    return Err(self.invalid(
-                        &format!("packages[{i}]"),
-                        format!("a second entry for {}", package.module),
-                    ));
-                }
-                lock.packages.push(package);
-            }
-        }
-        if let Some(servers) = top.take("mcp_servers") {
-            for (i, item) in self
-                .array_of_tables(servers, "mcp_servers")?
-                .iter()
-                .enumerate()
-            {
-                let server = self.mcp(item, i)?;
-                if lock.mcp_server(&server.name).is_some() {
-                    return Err(self.invalid(
-                        &format!("mcp_servers[{i}]"),
-                        format!("a second record for server {:?}", server.name),
-                    ));
-                }
-                lock.mcp_servers.push(server);
-            }
-        }
+        lock.packages = self.records(
+            top.take("packages"),
+            "packages",
+            |item, i| self.package(item, i),
+            |package| package.module.to_string(),
+            |module| format!("a second entry for {module}"),
+        )?;
+        lock.mcp_servers = self.records(
+            top.take("mcp_servers"),
+            "mcp_servers",
+            |item, i| self.mcp(item, i),
+            |server| server.name.clone(),
+            |name| format!("a second record for server {name:?}"),
+        )?;
         self.finish(
             &top,
             "a pack.lock holds lockfile_version, [meta], [config], [[packages]] and [[mcp_servers]]; upgrade agentpack if a newer version wrote it",
@@ -144,6 +126,34 @@ impl<'a> Reader<'a> {
             Value::Table(t) => Ok(Fields::new(t, at.to_owned())),
             other => Err(self.invalid(at, format!("expected a table, found {}", other.type_str()))),
         }
+    }
+
+    /// The records of the `[[key]]` array (none when it is absent), in file order, each read by
+    /// `read` with its index; a second record of the same `identity` is refused with the text
+    /// `second` gives.
+    fn records<T>(
+        &self,
+        array: Option<&Value>,
+        key: &str,
+        read: impl Fn(&Value, usize) -> Result<T, LockError>,
+        identity: impl Fn(&T) -> String,
+        second: impl Fn(&str) -> String,
+    ) -> Result<Vec<T>, LockError> {
+        let mut records = Vec::new();
+        let Some(array) = array else {
+            return Ok(records);
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, item) in self.array_of_tables(array, key)?.iter().enumerate() {
+            let record = read(item, i)?;
+            let id = identity(&record);
+            if seen.contains(&id) {
+                return Err(self.invalid(&format!("{key}[{i}]"), second(&id)));
+            }
+            seen.insert(id);
+            records.push(record);
+        }
+        Ok(records)
     }
 
     fn array_of_tables<'t>(&self, value: &'t Value, at: &str) -> Result<&'t Vec<Value>, LockError> {

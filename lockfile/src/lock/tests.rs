@@ -139,3 +139,18 @@ fn a_lock_recording_the_same_is_not_rewritten() {
         .unwrap()
         .starts_with("lockfile_version = 2\n"));
 }
+
+#[test]
+fn a_second_mcp_record_of_one_name_is_refused_at_its_index() {
+    let record = format!("[[mcp_servers]]\nname = \"pw\"\nsource = \"manifest\"\nlauncher = \"npm\"\nstatus = \"pinned\"\ndefinition = \"sha256:{}\"\n", "0".repeat(64));
+    let text = format!(
+        "lockfile_version = 3\n\n[meta]\nname = \"demo\"\nversion = \"0.1.0\"\n\n{record}\n{record}"
+    );
+    let err = Lockfile::parse(&text, Path::new("pack.lock")).unwrap_err();
+    assert!(
+        err.to_string().starts_with(
+            "invalid pack.lock at `mcp_servers[1]`: a second record for server \"pw\"\n"
+        ),
+        "{err}"
+    );
+}

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::{LockedPackage, Lockfile, McpRecord, TreeEntry};
+use super::Lockfile;
 use crate::validate::ContentHash;
 
 impl Lockfile {
@@ -21,14 +21,10 @@ impl Lockfile {
             w.header("[config]");
             w.array("disabled_plugins", &self.config.disabled_plugins);
         }
-        let mut packages: Vec<&LockedPackage> = self.packages.iter().collect();
-        packages.sort_by(|a, b| a.module.cmp(&b.module));
-        for p in packages {
+        for p in sorted_by(&self.packages, |p| &p.module) {
             w.header("[[packages]]");
             w.string("module", p.module.as_str());
-            if p.direct {
-                w.line("direct = true");
-            }
+            w.flag("direct", p.direct);
             w.string("kind", &p.kind);
             w.string("url", &p.url);
             w.string("owner", &p.owner);
@@ -44,9 +40,7 @@ impl Lockfile {
             );
             w.opt("name", p.name.as_deref());
         }
-        let mut servers: Vec<&McpRecord> = self.mcp_servers.iter().collect();
-        servers.sort_by(|a, b| a.name.cmp(&b.name));
-        for s in servers {
+        for s in sorted_by(&self.mcp_servers, |s| &s.name) {
             w.header("[[mcp_servers]]");
             w.string("name", &s.name);
             w.string("source", &s.source);
@@ -60,15 +54,11 @@ impl Lockfile {
             w.opt("registry", s.registry.as_deref());
             w.opt("host", s.host.as_deref());
             w.opt("command", s.command.as_deref());
-            if s.allow_unpinned {
-                w.line("allow_unpinned = true");
-            }
+            w.flag("allow_unpinned", s.allow_unpinned);
             w.opt("reason", s.reason.as_deref());
             w.opt("bin", s.bin.as_deref());
             w.opt("tree_digest", s.tree_digest.as_deref());
-            let mut tree: Vec<&TreeEntry> = s.tree.iter().collect();
-            tree.sort_by(|a, b| a.path.cmp(&b.path));
-            for t in tree {
+            for t in sorted_by(&s.tree, |t| &t.path) {
                 w.header("[[mcp_servers.tree]]");
                 w.string("path", &t.path);
                 w.string("version", &t.version);
@@ -79,13 +69,18 @@ impl Lockfile {
                 if !t.cpu.is_empty() {
                     w.array("cpu", &t.cpu);
                 }
-                if t.optional {
-                    w.line("optional = true");
-                }
+                w.flag("optional", t.optional);
             }
         }
         w.out
     }
+}
+
+/// `records` in the order of `key`, as the canonical layout lists them.
+fn sorted_by<T, K: Ord + ?Sized>(records: &[T], key: fn(&T) -> &K) -> Vec<&T> {
+    let mut sorted: Vec<&T> = records.iter().collect();
+    sorted.sort_by(|a, b| key(a).cmp(key(b)));
+    sorted
 }
 
 /// Quotes `s` as a TOML basic string, escaping `"`, `\` and control characters.
@@ -134,6 +129,12 @@ impl Writer {
     fn opt(&mut self, key: &str, value: Option<&str>) {
         if let Some(v) = value {
             self.string(key, v);
+        }
+    }
+    /// `key = true`, written only when it is.
+    fn flag(&mut self, key: &str, value: bool) {
+        if value {
+            let _ = writeln!(self.out, "{key} = true");
         }
     }
     fn array(&mut self, key: &str, values: &[String]) {

@@ -17,10 +17,8 @@ pub(super) fn parse_dependencies(
     ctx: &Ctx<'_>,
     value: &Value,
 ) -> Result<IndexMap<ModuleId, Dependency>, ManifestError> {
-    let table = ctx.table("dependencies", value)?;
     let mut out = IndexMap::new();
-    for (key, value) in table {
-        let dotted = format!("dependencies.{}", key_segment(key));
+    for (key, dotted, value) in ctx.entries("dependencies", value)? {
         let module = ModuleId::parse(key).map_err(|e| ctx.invalid(&dotted, e.to_string()))?;
         let dependency = if module.is_oci() {
             parse_oci_dependency(ctx, &dotted, value)?
@@ -44,8 +42,7 @@ pub(super) fn parse_dependency(
         Value::Table(table) => {
             let mut pins: Vec<(&str, Pin)> = Vec::new();
             let mut path = None;
-            for (field, v) in table {
-                let sub = format!("{dotted}.{}", key_segment(field));
+            for (field, sub, v) in dotted_entries(dotted, table) {
                 let text = ctx.string(&sub, v)?;
                 if text.trim().is_empty() {
                     return Err(ctx.invalid(
@@ -53,7 +50,7 @@ pub(super) fn parse_dependency(
                         "must not be empty; remove the field to leave the pin open",
                     ));
                 }
-                match field.as_str() {
+                match field {
                     "version" => {
                         let c = VersionConstraint::parse(&text)
                             .map_err(|e| ctx.invalid(&sub, e.to_string()))?;
@@ -143,10 +140,9 @@ pub(super) fn parse_oci_dependency(
         Value::String(text) => tag(dotted, text.clone()).map(Dependency::Remote),
         Value::Table(table) => {
             let mut pins = Vec::new();
-            for (field, v) in table {
-                let sub = format!("{dotted}.{}", key_segment(field));
+            for (field, sub, v) in dotted_entries(dotted, table) {
                 let text = ctx.string(&sub, v)?;
-                match field.as_str() {
+                match field {
                     "tag" => pins.push(("tag", tag(&sub, text)?)),
                     "digest" => pins.push(("digest", digest(&sub, text)?)),
                     other => {

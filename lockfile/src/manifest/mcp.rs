@@ -14,25 +14,22 @@ pub(super) fn parse_mcp(
     ctx: &Ctx<'_>,
     value: &Value,
 ) -> Result<IndexMap<String, McpServer>, ManifestError> {
-    let table = ctx.table("mcp", value)?;
     let mut out = IndexMap::new();
-    for (key, value) in table {
+    for (key, dotted, value) in ctx.entries("mcp", value)? {
         if key != "servers" {
             return Err(ctx.invalid(
-                &format!("mcp.{}", key_segment(key)),
+                &dotted,
                 "unknown key; servers are declared as [mcp.servers.<name>]",
             ));
         }
-        let servers = ctx.table("mcp.servers", value)?;
-        for (name, value) in servers {
-            let dotted = format!("mcp.servers.{}", key_segment(name));
+        for (name, dotted, value) in ctx.entries("mcp.servers", value)? {
             if name.is_empty() || name.chars().any(|c| c.is_control() || c.is_whitespace()) {
                 return Err(ctx.invalid(
                     &dotted,
                     "a server name must be non-empty and have no spaces",
                 ));
             }
-            out.insert(name.clone(), parse_server(ctx, &dotted, value)?);
+            out.insert(name.to_owned(), parse_server(ctx, &dotted, value)?);
         }
     }
     Ok(out)
@@ -43,11 +40,9 @@ pub(super) fn parse_server(
     dotted: &str,
     value: &Value,
 ) -> Result<McpServer, ManifestError> {
-    let table = ctx.table(dotted, value)?;
     let mut server = McpServer::default();
-    for (field, v) in table {
-        let sub = format!("{dotted}.{}", key_segment(field));
-        match field.as_str() {
+    for (field, sub, v) in ctx.entries(dotted, value)? {
+        match field {
             "type" => server.server_type = Some(ctx.string(&sub, v)?),
             "command" => server.command = Some(ctx.string(&sub, v)?),
             "args" => server.args = ctx.strings(&sub, v)?,
@@ -89,11 +84,9 @@ pub(super) fn parse_oauth(
     dotted: &str,
     value: &Value,
 ) -> Result<McpOAuth, ManifestError> {
-    let table = ctx.table(dotted, value)?;
     let mut oauth = McpOAuth::default();
-    for (field, v) in table {
-        let sub = format!("{dotted}.{}", key_segment(field));
-        match field.as_str() {
+    for (field, sub, v) in ctx.entries(dotted, value)? {
+        match field {
             "client_id" => oauth.client_id = Some(ctx.string(&sub, v)?),
             "client_secret" => oauth.client_secret = Some(ctx.string(&sub, v)?),
             "callback_port" => {

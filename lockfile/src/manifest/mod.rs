@@ -246,6 +246,21 @@ pub(crate) fn key_segment(key: &str) -> String {
     }
 }
 
+/// `table`'s entries, each with its dotted key `<key>.<entry>` for messages: the walk every
+/// table's parser makes.
+fn dotted_entries<'t>(
+    key: &'t str,
+    table: &'t Table,
+) -> impl Iterator<Item = (&'t str, String, &'t Value)> + 't {
+    table.iter().map(move |(entry, value)| {
+        (
+            entry.as_str(),
+            format!("{key}.{}", key_segment(entry)),
+            value,
+        )
+    })
+}
+
 struct Ctx<'a> {
     path: &'a Path,
 }
@@ -284,18 +299,22 @@ impl Ctx<'_> {
         })
     }
 
+    /// The entries of the table at `key` ([`dotted_entries`]), or the error when it is not one.
+    fn entries<'v>(
+        &self,
+        key: &'v str,
+        value: &'v Value,
+    ) -> Result<impl Iterator<Item = (&'v str, String, &'v Value)> + 'v, ManifestError> {
+        Ok(dotted_entries(key, self.table(key, value)?))
+    }
+
     fn string_map(
         &self,
         key: &str,
         value: &Value,
     ) -> Result<IndexMap<String, String>, ManifestError> {
-        let table = self.table(key, value)?;
-        table
-            .iter()
-            .map(|(k, v)| {
-                let sub = format!("{key}.{}", key_segment(k));
-                Ok((k.clone(), self.string(&sub, v)?))
-            })
+        self.entries(key, value)?
+            .map(|(k, sub, v)| Ok((k.to_owned(), self.string(&sub, v)?)))
             .collect()
     }
 }
@@ -424,18 +443,14 @@ impl Manifest {
 }
 
 fn parse_modes(ctx: &Ctx<'_>, value: &Value) -> Result<IndexMap<String, Mode>, ManifestError> {
-    let table = ctx.table("modes", value)?;
     let mut out = IndexMap::new();
-    for (name, value) in table {
-        let dotted = format!("modes.{}", key_segment(name));
+    for (name, dotted, value) in ctx.entries("modes", value)? {
         if name.trim().is_empty() || name.chars().any(char::is_control) {
             return Err(ctx.invalid(&dotted, "a mode name must be non-empty text"));
         }
-        let table = ctx.table(&dotted, value)?;
         let mut mode = Mode::default();
-        for (field, v) in table {
-            let sub = format!("{dotted}.{}", key_segment(field));
-            match field.as_str() {
+        for (field, sub, v) in ctx.entries(&dotted, value)? {
+            match field {
                 "base" => {
                     let text = ctx.string(&sub, v)?;
                     mode.base = Base::parse(&text).ok_or_else(|| {
@@ -465,7 +480,7 @@ fn parse_modes(ctx: &Ctx<'_>, value: &Value) -> Result<IndexMap<String, Mode>, M
                 }
             }
         }
-        out.insert(name.clone(), mode);
+        out.insert(name.to_owned(), mode);
     }
     Ok(out)
 }

@@ -160,7 +160,6 @@ fn write_temp(
     bytes: &[u8],
     options: &WriteOptions,
 ) -> Result<(), FsError> {
-    let write_err = |source| FsError::new("write", path, source);
     let (create_mode, exact) = match options.mode {
         FileMode::Exact(bits) => (bits, Some(bits)),
         FileMode::KeepOr(bits) => (
@@ -170,19 +169,33 @@ fn write_temp(
                 .map(|meta| meta.permissions().mode() & 0o7777),
         ),
     };
+    let write_err = |source| FsError::new("write", path, source);
+    create_and_write(temp, (create_mode, exact), bytes, options, write_err)
+}
+
+/// Creates `target` with `O_EXCL` (never replacing anything) and the mode `create`, sets the
+/// permissions to `exact` when given (the umask does not apply to them), writes `bytes` and flushes
+/// them as `options.durability` says. `err` names the failure for the caller's path.
+fn create_and_write(
+    target: &Path,
+    (create, exact): (u32, Option<u32>),
+    bytes: &[u8],
+    options: &WriteOptions,
+    err: impl Fn(std::io::Error) -> FsError,
+) -> Result<(), FsError> {
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(create_mode)
-        .open(temp)
-        .map_err(write_err)?;
+        .mode(create)
+        .open(target)
+        .map_err(&err)?;
     if let Some(bits) = exact {
         file.set_permissions(Permissions::from_mode(bits))
-            .map_err(write_err)?;
+            .map_err(&err)?;
     }
-    file.write_all(bytes).map_err(write_err)?;
+    file.write_all(bytes).map_err(&err)?;
     if options.durability != Durability::None {
-        file.sync_all().map_err(write_err)?;
+        file.sync_all().map_err(&err)?;
     }
     Ok(())
 }
@@ -219,25 +232,12 @@ pub fn write_new_file(path: &Path, bytes: &[u8], options: &WriteOptions) -> Resu
 }
 
 fn write_exclusive(path: &Path, bytes: &[u8], options: &WriteOptions) -> Result<(), FsError> {
-    let err = |source| FsError::new("create", path, source);
-    let bits = match options.mode {
-        FileMode::Exact(bits) | FileMode::KeepOr(bits) => bits,
+    let modes = match options.mode {
+        FileMode::Exact(bits) => (bits, Some(bits)),
+        FileMode::KeepOr(bits) => (bits, None),
     };
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(bits)
-        .open(path)
-        .map_err(err)?;
-    if let FileMode::Exact(bits) = options.mode {
-        file.set_permissions(Permissions::from_mode(bits))
-            .map_err(err)?;
-    }
-    file.write_all(bytes).map_err(err)?;
-    if options.durability != Durability::None {
-        file.sync_all().map_err(err)?;
-    }
-    Ok(())
+    let err = |source| FsError::new("create", path, source);
+    create_and_write(path, modes, bytes, options, err)
 }
 
 /// [`write_file`] unless `path` is a regular file that already holds exactly `bytes`, in which case

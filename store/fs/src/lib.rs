@@ -10,6 +10,7 @@
 //! | a shared or exclusive lock that works on NFSv4 and dies with the process | [`lock`] ([`lock::acquire`], [`lock::try_lock`]) |
 //! | change several files and put all of them back when one step fails | [`Transaction`] |
 //! | a temp name no other process or thread picks | [`unique_name`] |
+//! | name the FIFO, socket or device in the way, for a message | [`special_file_kind`] |
 //!
 //! Policy stays with the callers: which mode a file gets, whether a write is flushed now or by a later
 //! `syncfs`, what a filesystem without locks means. This crate never prints and depends on no crate
@@ -26,6 +27,7 @@
 
 pub mod atomic;
 mod error;
+mod file_kind;
 pub mod lock;
 pub mod transaction;
 
@@ -34,5 +36,6 @@ pub use atomic::{
     FileMode, TempName, WriteOptions,
 };
 pub use error::{os_cause, FsError};
+pub use file_kind::special_file_kind;
 pub use lock::{FileLock, LockError, LockKind, LockState};
 pub use transaction::Transaction;

@@ -43,9 +43,7 @@ use crate::fsutil::{self, unique_name};
 use crate::lock::{try_lock_file, LockKind};
 use crate::names::StorePathName;
 use crate::roots::{LeaseState, RootOwner};
-use crate::store::{
-    Store, BLOBS, GCROOTS, GENERATIONS, HOSTS, INDIRECT, LEASES, META, TEMPROOTS, TMP,
-};
+use crate::store::{Store, GCROOTS, GENERATIONS, HOSTS, INDIRECT, LEASES, META, TEMPROOTS, TMP};
 
 mod report;
 mod sweep;
@@ -95,14 +93,7 @@ pub fn gc(store: &Store, options: GcOptions) -> Result<GcReport> {
     };
 
     // Slots.
-    for entry in fs_err::read_dir(&store.cache_dir).ctx("list", &store.cache_dir)? {
-        let entry = entry.ctx("list", &store.cache_dir)?;
-        let Some(key) = entry.file_name().to_str().map(str::to_owned) else {
-            continue;
-        };
-        if key.starts_with('.') || key == "store" {
-            continue;
-        }
+    for key in store.slot_keys()? {
         match store.slot_state(&key) {
             Ok(crate::SlotState::Linked(path)) if store.slot_is_rebuildable(&key) => {
                 // Not a root: a generation that uses it keeps it (see `mark_slot_rebuildable`).
@@ -112,7 +103,9 @@ pub fn gc(store: &Store, options: GcOptions) -> Result<GcReport> {
                 roots.insert(path.name().clone(), format!("slot {key}"));
                 sweep.report.roots.slots += 1;
             }
-            Ok(crate::SlotState::Dangling(_)) if sweep.remove_file("slot", &entry.path()) => {
+            Ok(crate::SlotState::Dangling(_))
+                if sweep.remove_file("slot", &store.cache_dir.join(&key)) =>
+            {
                 sweep.report.stale_roots_removed += 1;
             }
             _ => {}
@@ -417,37 +410,26 @@ pub fn gc(store: &Store, options: GcOptions) -> Result<GcReport> {
     records.finish(Some(&all_paths));
 
     // Sweep blobs.
-    let blobs_dir = store.dir.join(BLOBS);
-    for shard in fs_err::read_dir(&blobs_dir).ctx("list", &blobs_dir)? {
-        let shard = shard.ctx("list", &blobs_dir)?;
-        if !shard.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+    for (blob, file_name) in store.blob_files()? {
+        if live_blobs.contains(&file_name) {
             continue;
         }
-        for blob in fs_err::read_dir(shard.path()).ctx("list", shard.path())? {
-            let blob = blob.ctx("list", shard.path())?;
-            let Some(file_name) = blob.file_name().to_str().map(str::to_owned) else {
-                continue;
-            };
-            if live_blobs.contains(&file_name) {
-                continue;
-            }
-            let Ok(meta) = std::fs::symlink_metadata(blob.path()) else {
-                continue;
-            };
-            let extra = if dry {
-                dead_links.get(&file_name).copied().unwrap_or(0)
-            } else {
-                0
-            };
-            if meta.nlink() <= 1 + extra {
-                if dry {
-                    if sweep.permitted("blob", &blob.path()).is_some() {
-                        sweep.report.blobs_removed += 1;
-                        sweep.report.bytes_freed += meta.blocks() * 512;
-                    }
-                } else if sweep.remove_file("blob", &blob.path()) {
+        let Ok(meta) = std::fs::symlink_metadata(&blob) else {
+            continue;
+        };
+        let extra = if dry {
+            dead_links.get(&file_name).copied().unwrap_or(0)
+        } else {
+            0
+        };
+        if meta.nlink() <= 1 + extra {
+            if dry {
+                if sweep.permitted("blob", &blob).is_some() {
                     sweep.report.blobs_removed += 1;
+                    sweep.report.bytes_freed += meta.blocks() * 512;
                 }
+            } else if sweep.remove_file("blob", &blob) {
+                sweep.report.blobs_removed += 1;
             }
         }
     }

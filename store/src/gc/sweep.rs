@@ -99,13 +99,16 @@ impl Sweeper<'_> {
     }
 }
 
-/// Removes every blob stamp (`stamps/<uid>/<2hex>/<blob>`) this user can reach whose blob is gone:
+/// Drops this user's stamp table lines of blobs that are gone, and removes every per-blob stamp of
+/// the earlier layout (`stamps/<uid>/<2hex>/<blob>`) this user can reach whose blob is gone:
 /// those of the blobs this GC deleted and any a killed run left, through the sweeper (counted in
 /// `bytes_freed` like every removal, a failure reported). A stamp left behind costs nothing but a
 /// file (a new blob of that name has another inode, so the stale stamp only makes its first link
 /// re-hash it). Another user's stamps sit in their 0700 directory: theirs (or root's) to collect.
 /// Stamp temp files (`.stamp-*`) are left alone.
 pub(super) fn sweep_stamps(store: &Store, sweep: &mut Sweeper<'_>) {
+    // This user's stamp table (`crate::stamps`): rewritten without the blobs that are gone.
+    sweep.report.bytes_freed += store.forget_stamps_of_missing_blobs();
     let blobs = store.dir.join(BLOBS);
     let readable = |dir: &Path| std::fs::read_dir(dir).into_iter().flatten().flatten();
     for user in readable(&store.dir.join(STAMPS)) {

@@ -1,9 +1,10 @@
-//! Blobs: importing a file or bytes once under its BLAKE3 name, the per-user identity stamps that
-//! spare re-hashing, and linking (or copying) a verified blob into a tree being built.
+//! Blobs: importing a file or bytes once under its BLAKE3 name, checking a blob against the
+//! identity stamp this user recorded (`crate::stamps`) before linking it, and linking (or copying) a
+//! verified blob into a tree being built.
 //!
-//! Owns: [`BlobStamp`], `stamps/`, blob import/repair, [`Store::link_blob`] and the link-mode fallback
-//! warning. Must never make a blob visible under its final name before its bytes are complete and
-//! hashed, and never publish store paths (the sibling modules do).
+//! Owns: blob import/repair, [`Store::link_blob`], recording and flushing stamps, and the link-mode
+//! fallback warning. Must never make a blob visible under its final name before its bytes are
+//! complete and hashed, and never publish store paths (the sibling modules do).
 
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -15,56 +16,15 @@ use crate::link::{LinkMethod, LinkMode, Placed, LINK_MODE_ENV};
 use crate::lock::LockKind;
 use crate::meta::Entry;
 use crate::names::BlobId;
+pub(crate) use crate::stamps::BlobStamp;
 use crate::store::Store;
 
 pub(super) const COPY_BUFFER: usize = 256 * 1024;
 
-/// Where each user keeps the identity stamps of the blobs it verified: `stamps/<uid>/<2hex>/<blob>`.
+/// Where each user keeps the identity stamps of the blobs it verified: `stamps/<uid>/table` (one
+/// line per stamp: blob file name, size, mtime, ctime, inode). Stores made before the table kept
+/// one file per blob (`stamps/<uid>/<2hex>/<blob>`); the first table written removes those.
 pub(crate) const STAMPS: &str = "stamps";
-
-/// What a blob's inode looked like right after it was last verified (hashed) or linked by this user:
-/// size, mtime, ctime (both to the nanosecond) and inode number. A write changes mtime and ctime;
-/// `touch` can put mtime back but never ctime; a replaced blob has another inode. `link(2)` also
-/// moves ctime (the link count changes), so every link this user makes records the stamp again;
-/// a link someone else made only costs one re-hash.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct BlobStamp {
-    size: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-    ino: u64,
-}
-
-impl BlobStamp {
-    pub(super) fn of(meta: &std::fs::Metadata) -> BlobStamp {
-        use std::os::unix::fs::MetadataExt as _;
-        BlobStamp {
-            size: meta.size(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-            ino: meta.ino(),
-        }
-    }
-
-    pub(super) fn to_text(self) -> String {
-        format!(
-            "{} {} {} {} {} {}\n",
-            self.size, self.mtime.0, self.mtime.1, self.ctime.0, self.ctime.1, self.ino
-        )
-    }
-
-    pub(super) fn parse(text: &str) -> Option<BlobStamp> {
-        let mut numbers = text.split_ascii_whitespace();
-        let mut next = || numbers.next()?.parse::<i64>().ok();
-        let (size, m0, m1, c0, c1, ino) = (next()?, next()?, next()?, next()?, next()?, next()?);
-        Some(BlobStamp {
-            size: u64::try_from(size).ok()?,
-            mtime: (m0, m1),
-            ctime: (c0, c1),
-            ino: u64::try_from(ino).ok()?,
-        })
-    }
-}
 
 pub(crate) fn file_mode(executable: bool) -> u32 {
     if executable {
@@ -155,45 +115,122 @@ pub(super) fn link_fallback_warning(
 }
 
 impl Store {
-    pub(super) fn stamp_path(&self, id: &BlobId, executable: bool) -> PathBuf {
-        let (shard, name) = id.file_name(executable);
-        self.dir
-            .join(STAMPS)
-            .join(fsutil::euid().to_string())
-            .join(shard)
-            .join(name)
+    /// The stamp this user recorded for blob `id` (its `executable` variant), if any.
+    pub(super) fn recorded_stamp(&self, id: &BlobId, executable: bool) -> Option<BlobStamp> {
+        let (_, name) = id.file_name(executable);
+        let mut state = self.link_caches.stamps.lock().ok()?;
+        if state.table.is_none() {
+            let table = self
+                .dir
+                .join(STAMPS)
+                .join(fsutil::euid().to_string())
+                .join(crate::stamps::STAMP_TABLE);
+            state.load(table);
+        }
+        state.stamps.get(&name).copied()
+    }
+
+    /// Records `stamp` as what the blob file of `id` looks like now (after verifying or linking
+    /// it), in memory until [`Store::flush_stamps`]. Best effort: without a stamp the next link
+    /// re-hashes the blob, nothing worse.
+    fn record_stamp(&self, id: &BlobId, executable: bool, stamp: BlobStamp) {
+        if self.read_only {
+            return;
+        }
+        // Loads the table first, so a recorded stamp is never overwritten by an older line.
+        let _ = self.recorded_stamp(id, executable);
+        let (_, name) = id.file_name(executable);
+        if let Ok(mut state) = self.link_caches.stamps.lock() {
+            if state.stamps.insert(name.clone(), stamp) != Some(stamp) {
+                state.dirty.push((name, stamp));
+            }
+        }
     }
 
     /// Records the stamp of the blob file `blob` as it is now (after verifying or linking it).
-    /// Best effort: without a stamp the next link re-hashes the blob, nothing worse.
     pub(crate) fn record_blob_stamp(&self, id: &BlobId, executable: bool, blob: &Path) {
-        let Ok(meta) = std::fs::symlink_metadata(blob) else {
+        if let Ok(meta) = std::fs::symlink_metadata(blob) {
+            self.record_stamp(id, executable, BlobStamp::of(&meta));
+        }
+    }
+
+    /// Appends the stamps this handle recorded to the user's stamp table (one write; called when a
+    /// publication ends and when the handle is dropped). Best effort.
+    pub(crate) fn flush_stamps(&self) {
+        if self.read_only {
+            return;
+        }
+        let Ok(mut state) = self.link_caches.stamps.lock() else {
             return;
         };
-        let path = self.stamp_path(id, executable);
-        let Some(dir) = path.parent() else {
+        if state.dirty.is_empty() {
             return;
-        };
-        if !dir.is_dir() {
-            let stamps = self.dir.join(STAMPS);
-            if !stamps.is_dir()
-                && std::fs::create_dir(&stamps).is_ok()
-                && set_mode(&stamps, self.dir_mode).is_err()
-            {
-                return;
-            }
-            let mine = dir.parent().unwrap_or(dir);
-            if std::fs::create_dir_all(mine).is_ok() {
+        }
+        let stamps = self.dir.join(STAMPS);
+        if !stamps.is_dir()
+            && std::fs::create_dir(&stamps).is_ok()
+            && set_mode(&stamps, self.dir_mode).is_err()
+        {
+            return;
+        }
+        if let Some(mine) = state.table.as_deref().and_then(Path::parent) {
+            if !mine.is_dir() && std::fs::create_dir(mine).is_ok() {
                 let _ = set_mode(mine, 0o700);
             }
-            let _ = std::fs::create_dir_all(dir);
         }
-        let temp = dir.join(unique_name(".stamp-"));
-        if std::fs::write(&temp, BlobStamp::of(&meta).to_text()).is_err()
-            || std::fs::rename(&temp, &path).is_err()
+        let _ = state.append_dirty();
+    }
+
+    /// Drops from this user's stamp table the stamps of blobs that are gone (GC, after its sweep),
+    /// rewriting the table once when any went; returns the bytes the filesystem allocates less for
+    /// it afterwards.
+    pub(crate) fn forget_stamps_of_missing_blobs(&self) -> u64 {
+        use std::os::unix::fs::MetadataExt as _;
+        if self.read_only {
+            return 0;
+        }
+        // Loads the table.
+        let _ = self.recorded_stamp(&BlobId::of(b""), false);
+        let Ok(mut state) = self.link_caches.stamps.lock() else {
+            return 0;
+        };
+        let Some(table) = state.table.clone() else {
+            return 0;
+        };
+        let allocated =
+            |path: &Path| std::fs::symlink_metadata(path).map_or(0, |meta| meta.blocks() * 512);
+        let blobs = self.dir.join(crate::store::BLOBS);
+        let before = state.stamps.len();
+        state.stamps.retain(|name, _| {
+            name.get(..2)
+                .is_some_and(|shard| blobs.join(shard).join(name).is_file())
+        });
+        if state.stamps.len() == before || !table.is_file() {
+            return 0;
+        }
+        let was = allocated(&table);
+        let _ = state.rewrite();
+        was.saturating_sub(allocated(&table))
+    }
+
+    /// Whether this user may trust the tree and the metadata of the store path `name` in place
+    /// (asked once per handle).
+    pub(super) fn trusted_store_path(&self, name: &crate::names::StorePathName) -> bool {
+        if let Some(known) = self
+            .link_caches
+            .trusted_paths
+            .lock()
+            .ok()
+            .and_then(|known| known.get(name).copied())
         {
-            let _ = std::fs::remove_file(&temp);
+            return known;
         }
+        let trusted =
+            self.trusted(&self.path_of(name)) && self.trusted(&self.meta_path(name.as_str()));
+        if let Ok(mut known) = self.link_caches.trusted_paths.lock() {
+            known.insert(name.clone(), trusted);
+        }
+        trusted
     }
 
     /// Whether the blob file `blob` is still the content `id` names: its stamp matches the one this
@@ -205,10 +242,18 @@ impl Store {
         blob: &Path,
     ) -> Result<bool> {
         let meta = fs_err::symlink_metadata(blob).ctx("inspect", blob)?;
-        let recorded = std::fs::read_to_string(self.stamp_path(id, executable))
-            .ok()
-            .and_then(|text| BlobStamp::parse(&text));
-        if recorded == Some(BlobStamp::of(&meta)) {
+        self.blob_is_intact_as(id, executable, blob, &meta)
+    }
+
+    /// [`Store::blob_is_intact`] of a blob whose `lstat` is `meta`.
+    fn blob_is_intact_as(
+        &self,
+        id: &BlobId,
+        executable: bool,
+        blob: &Path,
+        meta: &std::fs::Metadata,
+    ) -> Result<bool> {
+        if self.recorded_stamp(id, executable) == Some(BlobStamp::of(meta)) {
             return Ok(true);
         }
         tracing::trace!(blob = %blob.display(), "blob stamp differs: re-hashing before linking it");
@@ -216,7 +261,7 @@ impl Store {
         if found != *id {
             return Ok(false);
         }
-        self.record_blob_stamp(id, executable, blob);
+        self.record_stamp(id, executable, BlobStamp::of(meta));
         Ok(true)
     }
 
@@ -436,14 +481,22 @@ impl Store {
         executable: bool,
         dst: &Path,
     ) -> Result<LinkMethod> {
-        let blob = self.ensure_blob_variant(id, executable)?;
-        if !self.trusted(&blob) {
+        use std::os::unix::fs::MetadataExt as _;
+        let mut blob = self.blob_path(id, executable);
+        let meta = match std::fs::symlink_metadata(&blob) {
+            Ok(meta) if meta.is_file() => meta,
+            _ => {
+                blob = self.ensure_blob_variant(id, executable)?;
+                fs_err::symlink_metadata(&blob).ctx("inspect", &blob)?
+            }
+        };
+        if !crate::store::trusted_owner(meta.uid()) {
             // Another user's blob is never linked (its owner could change it under us): copied, and
             // checked against its name while copied.
             self.copy_verified(&blob, dst, id, file_mode(executable), Some(&blob))?;
             return Ok(LinkMethod::Copy);
         }
-        if !self.blob_is_intact(id, executable, &blob)? {
+        if !self.blob_is_intact_as(id, executable, &blob, &meta)? {
             // Changed in place or replaced since it was verified: never linked. Callers fall back
             // to their verified source (and restore the blob from it).
             let (found, _) = blake3_file(&blob)?;

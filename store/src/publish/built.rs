@@ -179,6 +179,7 @@ impl Store {
             self.commit(&base, &out, name, meta)
         })();
         let _ = fsutil::remove_tree(&base);
+        self.flush_stamps();
         let path = result?;
         self.add_temp_root(&path)?;
         Ok(path)
@@ -253,6 +254,7 @@ impl Store {
             self.commit(&base, &out, name, meta)
         })();
         let _ = fsutil::remove_tree(&base);
+        self.flush_stamps();
         let path = result?;
         self.add_temp_root(&path)?;
         Ok(path)
@@ -346,9 +348,20 @@ impl Store {
         }
     }
 
-    /// The blob and size of a file of a published store path, from its manifest (no hashing).
-    pub(super) fn known_blob_of(&self, file: &Path) -> Option<(BlobId, u64)> {
-        let relative = file.strip_prefix(&self.dir).ok()?;
+    /// The published store path holding `inside` (the path itself or anything below it), the path
+    /// of `inside` relative to it (`""` for the path itself) and its manifest, when this user may
+    /// trust both the tree and its metadata in place; `None` otherwise. For builders that link a
+    /// whole unchanged directory of a package instead of its files, and for linking a file of it
+    /// by the blob its manifest names.
+    pub fn published_manifest_of(
+        &self,
+        inside: &Path,
+    ) -> Option<(
+        StorePath,
+        String,
+        std::sync::Arc<crate::meta::StorePathMeta>,
+    )> {
+        let relative = inside.strip_prefix(&self.dir).ok()?;
         let mut components = relative.components();
         let name = components
             .next()?
@@ -356,12 +369,19 @@ impl Store {
             .to_str()?
             .parse::<StorePathName>()
             .ok()?;
-        let inner = components.as_path().to_str()?;
-        // Another user's metadata is theirs to rewrite: their files are hashed instead.
-        if !self.trusted(&self.path_of(&name)) || !self.trusted(&self.meta_path(name.as_str())) {
+        let inner = components.as_path().to_str()?.to_owned();
+        if !self.trusted_store_path(&name) {
             return None;
         }
         let meta = self.cached_meta(&name)?;
+        let path = StorePath::new(name.clone(), self.path_of(&name));
+        Some((path, inner, meta))
+    }
+
+    /// The blob and size of a file of a published store path, from its manifest (no hashing).
+    pub(super) fn known_blob_of(&self, file: &Path) -> Option<(BlobId, u64)> {
+        // Another user's metadata is theirs to rewrite: their files are hashed instead.
+        let (_, inner, meta) = self.published_manifest_of(file)?;
         let index = meta
             .entries
             .binary_search_by(|entry| entry.path().as_bytes().cmp(inner.as_bytes()))

@@ -3,14 +3,16 @@
 //! generations).
 //!
 //! Every publication: hold the store lock shared, build in a locked `.tmp/` directory, link files from
-//! blobs, make the tree read-only, one flush (syncfs), `rename(2)` into place (a lost race is success:
-//! same name, same content), write the metadata, fsync the directories, register a temp root. Nothing is
+//! blobs, make the tree read-only, one flush (syncfs) per batch, write the metadata, `rename(2)` into
+//! place (a lost race is success: same name, same content), fsync the directories once per batch,
+//! register a temp root. A batch ([`Store::publish_trees`]) publishes many package trees with one
+//! flush; each store path is still renamed into place on its own, complete. Nothing is
 //! ever visible under a final name half-written: blobs are linked into place complete, store paths are
 //! renamed complete. A package is published only after its tree hash matches the expected one.
 //!
 //! Layout: `blob` (blobs, stamps, linking), `package` (content-addressed package trees), `built`
-//! (input-addressed paths and plans); this module holds the shared commit (seal, flush, rename) and
-//! tree scanning.
+//! (input-addressed paths and plans); this module holds the shared commit (stage and seal, flush,
+//! place) and tree scanning.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -30,6 +32,7 @@ mod package;
 
 pub(crate) use blob::{blake3_file, file_mode, STAMPS};
 pub use built::{PlannedFile, Source};
+pub use package::PackageTree;
 
 /// Prefix of a tree being published, sealed in the store directory before its final rename.
 pub(crate) const PUBLISH_PREFIX: &str = ".pub-";
@@ -52,17 +55,29 @@ fn utf8_target(target: &Path, link: &Path) -> Result<String> {
         })
 }
 
+/// A tree sealed under a hidden name in the store directory, its metadata written beside its build
+/// directory, waiting for the flush of its batch before [`Store::place`] gives both their final names.
+/// Dropped unplaced (an error elsewhere in the batch), the hidden tree is removed.
+pub(crate) struct Staged {
+    name: StorePathName,
+    meta: StorePathMeta,
+    meta_temp: PathBuf,
+    hidden: PathBuf,
+    placed: bool,
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.placed {
+            let _ = fsutil::remove_tree(&self.hidden);
+        }
+    }
+}
+
 impl Store {
-    /// Make `out` read-only, flush, publish the metadata, then rename the tree to its final name.
-    ///
-    /// The metadata goes first, so a store path never exists without it (a crash in between leaves
-    /// metadata without a tree, which GC removes). A publisher that loses the rename race makes sure
-    /// the metadata describes the winner's tree, not its own.
-    ///
-    /// Everything below the top directory is sealed first; the top is moved into the store directory
-    /// under a hidden name while still writable (moving a directory into another parent needs write
-    /// permission on the directory itself, which a sealed top only grants to root), sealed there, and
-    /// then renamed to its final name within the same directory.
+    /// Make `out` read-only, flush, publish the metadata, then rename the tree to its final name: a
+    /// batch of one ([`Store::stage`], [`Store::flush_batch`], [`Store::place`],
+    /// [`Store::sync_placed`]).
     fn commit(
         &self,
         base: &Path,
@@ -70,38 +85,71 @@ impl Store {
         name: &StorePathName,
         meta: StorePathMeta,
     ) -> Result<StorePath> {
+        let staged = self.stage(base, out, name.clone(), meta)?;
+        self.flush_batch()?;
+        let path = self.place(staged)?;
+        self.sync_placed()?;
+        Ok(path)
+    }
+
+    /// Seal the tree built at `out` and write its metadata into `base`, ready for the flush of its
+    /// batch. Nothing gets a final name here.
+    ///
+    /// Everything below the top directory is sealed first; the top is moved into the store directory
+    /// under a hidden name while still writable (moving a directory into another parent needs write
+    /// permission on the directory itself, which a sealed top only grants to root) and sealed there;
+    /// after the flush [`Store::place`] renames it within the same directory, which needs no
+    /// permission on the tree itself. A process killed at any point never leaves an unsealed or
+    /// unflushed tree under a final name, only a hidden leftover GC removes.
+    pub(crate) fn stage(
+        &self,
+        base: &Path,
+        out: &Path,
+        name: StorePathName,
+        meta: StorePathMeta,
+    ) -> Result<Staged> {
         fsutil::seal_dirs_below(out)?;
         let meta_temp = base.join("meta.json");
         fs_err::write(&meta_temp, meta.to_bytes()).ctx("write", &meta_temp)?;
         set_mode(&meta_temp, 0o444)?;
+        let hidden = self.dir.join(unique_name(PUBLISH_PREFIX));
+        fs_err::rename(out, &hidden).ctx("publish", self.path_of(&name))?;
+        let staged = Staged {
+            name,
+            meta,
+            meta_temp,
+            hidden,
+            placed: false,
+        };
+        set_mode(&staged.hidden, 0o555)?;
+        Ok(staged)
+    }
+
+    /// The one flush of a batch: every staged tree and its metadata reach the disk before any of
+    /// them is placed.
+    pub(crate) fn flush_batch(&self) -> Result<()> {
         if self.flush {
             fsutil::flush_filesystem(&self.dir)?;
         }
-        let final_path = self.path_of(name);
-        let meta_path = self.meta_path(name.as_str());
-        fs_err::rename(&meta_temp, &meta_path).ctx("publish", &meta_path)?;
-        // Into the store directory under a hidden name (the top is still writable, which a move to
-        // another directory needs), sealed there, then renamed to its final name within the same
-        // directory (which needs no permission on the tree itself): a process killed at any point
-        // never leaves an unsealed tree under a final name, only a hidden leftover GC removes.
-        let staged = self.dir.join(unique_name(PUBLISH_PREFIX));
-        fs_err::rename(out, &staged).ctx("publish", &final_path)?;
-        let renamed = set_mode(&staged, 0o555).and_then(|()| {
-            std::fs::rename(&staged, &final_path)
-                .map_err(|err| StoreError::io("publish", &final_path, err))
-        });
-        if renamed.is_err() {
-            let _ = fsutil::remove_tree(&staged);
-        }
-        match renamed {
-            Ok(()) => {}
-            Err(StoreError::Io { cause: err, .. })
-                if matches!(err.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) =>
-            {
-                // Lost the race: the winner's tree is in place; its metadata must describe it.
+        Ok(())
+    }
+
+    /// Give a staged (and flushed) tree its final name, the metadata first, so a store path never
+    /// exists without it (a crash in between leaves metadata without a tree, which GC removes). A
+    /// publisher that loses the rename race makes sure the metadata describes the winner's tree, not
+    /// its own. The renames are made durable by [`Store::sync_placed`], once per batch.
+    pub(crate) fn place(&self, mut staged: Staged) -> Result<StorePath> {
+        let final_path = self.path_of(&staged.name);
+        let meta_path = self.meta_path(staged.name.as_str());
+        fs_err::rename(&staged.meta_temp, &meta_path).ctx("publish", &meta_path)?;
+        match std::fs::rename(&staged.hidden, &final_path) {
+            Ok(()) => staged.placed = true,
+            Err(err) if matches!(err.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) => {
+                // Lost the race: the winner's tree is in place; its metadata must describe it
+                // (dropping `staged` removes the hidden copy).
                 let winner = self.manifest_of(&final_path)?;
-                if winner != meta.entries {
-                    let mut recovered = meta;
+                if winner != staged.meta.entries {
+                    let mut recovered = staged.meta.clone();
                     recovered.entries = winner;
                     agentpack_fs::write_file(
                         &meta_path,
@@ -110,15 +158,19 @@ impl Store {
                     )?;
                 }
             }
-            Err(err) => return Err(err),
+            Err(err) => return Err(StoreError::io("publish", &final_path, err)),
         }
+        Ok(StorePath::new(staged.name.clone(), final_path))
+    }
+
+    /// Make the renames of a batch's [`Store::place`] calls durable: one fsync of the metadata
+    /// directory and one of the store directory.
+    pub(crate) fn sync_placed(&self) -> Result<()> {
         if self.flush {
             fsutil::fsync_dir(&self.dir.join(crate::store::META))?;
             fsutil::fsync_dir(&self.dir)?;
-            // The top directory's mode changed after the flush.
-            fsutil::fsync_dir(&final_path)?;
         }
-        Ok(StorePath::new(name.clone(), final_path))
+        Ok(())
     }
 
     /// The manifest of an existing tree (hashing every file).
@@ -243,9 +295,8 @@ mod tests {
         let scratch = dir.path().join("cache/store/v1/.tmp");
         // Linking moves the blob's ctime; the stamp follows, so the next check needs no re-hash.
         store.link_blob(&id, false, &scratch.join("a")).unwrap();
-        let recorded = std::fs::read_to_string(store.stamp_path(&id, false)).unwrap();
         let now = BlobStamp::of(&std::fs::metadata(&blob).unwrap());
-        assert_eq!(BlobStamp::parse(&recorded), Some(now));
+        assert_eq!(store.recorded_stamp(&id, false), Some(now));
         assert!(store.blob_is_intact(&id, false, &blob).unwrap());
 
         // A new inode with other bytes renamed over the blob: refused, never linked.

@@ -1,4 +1,5 @@
-//! Content-addressed package trees: [`Store::publish_tree`] and [`Store::repair_tree`].
+//! Content-addressed package trees: [`Store::publish_tree`], [`Store::publish_trees`] (a batch, one
+//! flush) and [`Store::repair_tree`].
 //!
 //! Owns: building a package in `.tmp/`, checking it against the lock's tree hash, healing damaged
 //! blobs from a verified source, and accepting another user's copy only once it verifies. Must never
@@ -15,6 +16,38 @@ use crate::meta::{Entry, PathKind};
 use crate::names::{StorePath, StorePathName};
 use crate::store::Store;
 use crate::tree_hash::{hash_tree, matches_tree_hash, Match, TreeHash};
+
+/// One package tree of a [`Store::publish_trees`] batch: what [`Store::publish_tree`] takes.
+#[derive(Debug, Clone, Copy)]
+pub struct PackageTree<'a> {
+    /// The tree to import (left as it is).
+    pub src: &'a Path,
+    /// The label of the store path name.
+    pub label: &'a str,
+    /// The `sha256-tree-v1` the tree must have (exactly or by the legacy rule), if known.
+    pub expected: Option<&'a TreeHash>,
+}
+
+impl<'a> PackageTree<'a> {
+    /// The tree at `src`, published under `label`, checked against `expected`.
+    pub fn new(src: &'a Path, label: &'a str, expected: Option<&'a TreeHash>) -> Self {
+        PackageTree {
+            src,
+            label,
+            expected,
+        }
+    }
+}
+
+/// A tree of a batch after its build: staged for the flush, or already in the store.
+enum Built {
+    Existing(StorePath),
+    Staged {
+        staged: Box<Staged>,
+        base: std::path::PathBuf,
+        _build_lock: std::fs::File,
+    },
+}
 
 impl Store {
     /// A package another user published is re-hashed before this handle first uses it: its name says
@@ -73,6 +106,16 @@ impl Store {
         self.publish_package(src, label, expected, true)
     }
 
+    /// Publish many package trees with one flush (one `syncfs` for the batch, not one per tree):
+    /// each tree is built and checked like [`Store::publish_tree`] (in parallel), all of them are
+    /// flushed at once, and each is then renamed into place on its own, complete, so a crash at any
+    /// point leaves every store path either absent or whole. One result per tree, in order: a tree
+    /// that fails (its hash does not match `expected`, a copy error) does not keep the others out.
+    /// The outer error is the batch's own (the store lock, the flush): then nothing was placed.
+    pub fn publish_trees(&self, trees: &[PackageTree<'_>]) -> Result<Vec<Result<StorePath>>> {
+        self.publish_batch(trees, false)
+    }
+
     pub(super) fn publish_package(
         &self,
         src: &Path,
@@ -80,31 +123,95 @@ impl Store {
         expected: Option<&TreeHash>,
         replace_damaged: bool,
     ) -> Result<StorePath> {
+        let tree = PackageTree::new(src, label, expected);
+        self.publish_batch(&[tree], replace_damaged)?
+            .pop()
+            .unwrap_or_else(|| {
+                Err(StoreError::InvalidPath {
+                    path: src.display().to_string(),
+                    reason: "a batch of one tree published nothing",
+                })
+            })
+    }
+
+    /// [`Store::publish_trees`]; with `replace_damaged`, [`Store::repair_tree`] for each tree.
+    fn publish_batch(
+        &self,
+        trees: &[PackageTree<'_>],
+        replace_damaged: bool,
+    ) -> Result<Vec<Result<StorePath>>> {
         let _lock = self.lock(LockKind::Shared)?;
-        let (base, _build_lock) = self.new_build_dir("pkg-")?;
+        let built: Vec<Result<Built>> = trees
+            .par_iter()
+            .map(|tree| self.build_new(tree, replace_damaged))
+            .collect();
+        if built
+            .iter()
+            .any(|built| matches!(built, Ok(Built::Staged { .. })))
+        {
+            self.flush_batch()?;
+        }
+        let mut results = Vec::with_capacity(built.len());
+        let mut placed_any = false;
+        for built in built {
+            results.push(built.and_then(|built| match built {
+                Built::Existing(path) => Ok(path),
+                Built::Staged { staged, base, .. } => {
+                    placed_any = true;
+                    let placed = self.place(*staged);
+                    let _ = fsutil::remove_tree(&base);
+                    placed
+                }
+            }));
+        }
+        if placed_any {
+            self.sync_placed()?;
+        }
+        self.flush_stamps();
+        for path in results.iter().flatten() {
+            self.add_temp_root(path)?;
+        }
+        Ok(results)
+    }
+
+    /// Build one tree of a batch in its own `.tmp/` directory and stage it. A package of that
+    /// content already in the store is used as it is: verified first when another user published
+    /// it, or, with `replace_damaged`, replaced by the fresh tree when it no longer matches its hash.
+    fn build_new(&self, tree: &PackageTree<'_>, replace_damaged: bool) -> Result<Built> {
+        let (base, build_lock) = self.new_build_dir("pkg-")?;
         let out = base.join("out");
-        let result = (|| {
-            let (entries, actual) = self.build_package(src, &out, expected, replace_damaged)?;
-            let name = StorePathName::from_tree_hash(&actual, label);
-            if let Some(existing) = self.published(&name) {
-                if !replace_damaged {
-                    self.verify_foreign_package(&existing, &actual)?;
-                }
-                if replace_damaged && hash_tree(existing.path())? != actual {
-                    crate::verify::replace_store_path(self, &out, existing.path())?;
-                    let meta = new_meta(&name, PathKind::Package, Some(actual), &[], entries);
-                    let meta_path = self.meta_path(name.as_str());
-                    agentpack_fs::write_file(&meta_path, &meta.to_bytes(), &self.meta_write())?;
-                }
-                return Ok(existing);
-            }
+        let staged = (|| {
+            let (entries, actual) =
+                self.build_package(tree.src, &out, tree.expected, replace_damaged)?;
+            let name = StorePathName::from_tree_hash(&actual, tree.label);
             let meta = new_meta(&name, PathKind::Package, Some(actual), &[], entries);
-            self.commit(&base, &out, &name, meta)
+            let Some(existing) = self.published(&name) else {
+                return self.stage(&base, &out, name, meta).map(Ok);
+            };
+            if !replace_damaged {
+                self.verify_foreign_package(&existing, &actual)?;
+            } else if hash_tree(existing.path())? != actual {
+                crate::verify::replace_store_path(self, &out, existing.path())?;
+                let meta_path = self.meta_path(name.as_str());
+                agentpack_fs::write_file(&meta_path, &meta.to_bytes(), &self.meta_write())?;
+            }
+            Ok(Err(existing))
         })();
-        let _ = fsutil::remove_tree(&base);
-        let path = result?;
-        self.add_temp_root(&path)?;
-        Ok(path)
+        match staged {
+            Ok(Ok(staged)) => Ok(Built::Staged {
+                staged: Box::new(staged),
+                base,
+                _build_lock: build_lock,
+            }),
+            Ok(Err(existing)) => {
+                let _ = fsutil::remove_tree(&base);
+                Ok(Built::Existing(existing))
+            }
+            Err(error) => {
+                let _ = fsutil::remove_tree(&base);
+                Err(error)
+            }
+        }
     }
 
     /// Import `src` into `out` and check the result. If the built tree does not match but `src` does,

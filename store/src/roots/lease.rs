@@ -107,6 +107,7 @@ impl Store {
 
     /// End a lease. Missing is fine.
     pub fn release_lease(&self, lease: &Lease) -> Result<()> {
+        self.refuse_if_read_only("remove the lease", &lease.file)?;
         match std::fs::remove_file(&lease.file) {
             Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
                 Err(StoreError::io("remove", &lease.file, err))

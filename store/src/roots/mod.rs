@@ -216,6 +216,7 @@ impl Store {
     /// Unregister this host's indirect root of `pointer`. Missing is fine.
     pub fn remove_indirect_root(&self, pointer: &Path) -> Result<()> {
         let (file, _) = self.indirect_record(pointer)?;
+        self.refuse_if_read_only("remove the indirect root", &file)?;
         match std::fs::remove_file(&file) {
             Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
                 Err(StoreError::io("remove", &file, err))

@@ -25,7 +25,8 @@
 //! Mutable directories take the permission bits of `store/` (make it `3775` with a shared group to share
 //! a store between users); immutable content is world-readable and never secret.
 //!
-//! Layout: `open` (creating and opening the layout), `temp` (build directories and temp roots),
+//! Layout: `open` (creating and opening the layout, or opening it read-only: see
+//! [`Store::open_read_only`]), `temp` (build directories and temp roots),
 //! `slots` (the `cache/<cache_key>` symlinks); this module holds the handle, its paths, the lock
 //! and metadata lookups.
 
@@ -47,7 +48,7 @@ mod slots;
 mod temp;
 
 use open::create_dir_if_missing;
-pub use slots::SlotState;
+pub use slots::{SlotInspection, SlotState};
 pub use temp::StoreTempDir;
 
 /// Name of the layout version directory.
@@ -116,6 +117,9 @@ pub struct Store {
     pub(crate) shared: bool,
     /// Packages other users published that this handle verified (re-hashed) before using them.
     pub(crate) verified: Mutex<std::collections::HashSet<StorePathName>>,
+    /// Opened with [`Store::open_read_only`]: every write is refused ([`StoreError::ReadOnly`]),
+    /// slot reads register no temp root, there is no index.
+    pub(crate) read_only: bool,
     index_dir: Option<PathBuf>,
     index: OnceLock<Option<Index>>,
     /// Why the index had to be made again when it was opened (its files were unreadable), until the
@@ -125,6 +129,8 @@ pub struct Store {
     warnings: Mutex<Vec<String>>,
     pub(crate) metas: Mutex<HashMap<StorePathName, Arc<StorePathMeta>>>,
     shards: Mutex<std::collections::HashSet<PathBuf>>,
+    /// Blob stamps and trusted store paths remembered while linking (`crate::stamps`).
+    pub(crate) link_caches: crate::stamps::LinkCaches,
 }
 
 impl std::fmt::Debug for Store {
@@ -132,6 +138,7 @@ impl std::fmt::Debug for Store {
         f.debug_struct("Store")
             .field("dir", &self.dir)
             .field("link_mode", &self.linker.mode())
+            .field("read_only", &self.read_only)
             .finish()
     }
 }
@@ -182,6 +189,28 @@ impl Store {
     /// The filesystem holding the store.
     pub fn filesystem(&self) -> &FilesystemKind {
         &self.fs_kind
+    }
+
+    /// Whether this handle was opened with [`Store::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Whether the store's layout directory (`cache/store/v1`) exists: a read-only handle of a
+    /// store nobody made yet reads as empty (no slot, no store path).
+    pub fn exists(&self) -> bool {
+        self.dir.is_dir()
+    }
+
+    /// [`StoreError::ReadOnly`] for `operation` on `path` when this handle is read-only.
+    pub(crate) fn refuse_if_read_only(&self, operation: &'static str, path: &Path) -> Result<()> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly {
+                operation,
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(())
     }
 
     /// Warnings collected so far (e.g. locks unsupported), drained. Libraries never print: the cli does.
@@ -274,6 +303,9 @@ impl Store {
 
     /// Take the store lock. Builders hold it shared for each publication; GC and repair exclusive.
     pub(crate) fn lock(&self, kind: LockKind) -> Result<Option<FileLock>> {
+        // Every publication, root, lease and GC takes the lock first: a read-only handle stops
+        // them here.
+        self.refuse_if_read_only("lock", &self.lock_path())?;
         let owner = format!("host={}", self.host_id);
         match lock::acquire(&self.lock_path(), kind, &owner)? {
             LockOutcome::Held(lock) => Ok(Some(lock)),
@@ -304,6 +336,26 @@ impl Store {
 
     pub(crate) fn tmp_dir(&self) -> PathBuf {
         self.dir.join(TMP)
+    }
+
+    /// Every entry of every shard directory under `blobs/`, as (path, UTF-8 file name): what
+    /// GC sweeps and verify checks. Entries that are not blobs are the caller's to skip.
+    pub(crate) fn blob_files(&self) -> Result<Vec<(PathBuf, String)>> {
+        let blobs_dir = self.dir.join(BLOBS);
+        let mut files = Vec::new();
+        for shard in fs_err::read_dir(&blobs_dir).ctx("list", &blobs_dir)? {
+            let shard = shard.ctx("list", &blobs_dir)?;
+            if !shard.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                continue;
+            }
+            for entry in fs_err::read_dir(shard.path()).ctx("list", shard.path())? {
+                let entry = entry.ctx("list", shard.path())?;
+                if let Some(name) = entry.file_name().to_str() {
+                    files.push((entry.path(), name.to_owned()));
+                }
+            }
+        }
+        Ok(files)
     }
 
     /// The store path called `name`, if it is published and this user may use it in place: this user
@@ -402,6 +454,7 @@ impl Store {
 
     /// Create a directory with the store's mutable-directory mode, if missing.
     pub(crate) fn ensure_dir(&self, path: &Path) -> Result<()> {
+        self.refuse_if_read_only("create", path)?;
         create_dir_if_missing(path, Some(self.dir_mode))
     }
 }

@@ -1,7 +1,9 @@
 //! [`Store::open`]: creating or opening the on-disk layout, the shared-directory checks (sticky,
-//! setgid, group-writable) and the hygiene files.
+//! setgid, group-writable) and the hygiene files; [`Store::open_read_only`]: opening what is there
+//! and creating nothing.
 //!
-//! Must never delete or rewrite anything already in the store; it only creates what is missing.
+//! Must never delete or rewrite anything already in the store; `open` only creates what is
+//! missing, `open_read_only` nothing at all.
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -74,6 +76,68 @@ pub(super) fn write_if_missing(path: &Path, content: &[u8]) -> Result<()> {
 }
 
 impl Store {
+    /// Open the store of `cache_dir` for reading only (preflight, probe): creates nothing (no
+    /// directory, no hygiene file, no index, no temp-roots file), takes no lock and never repairs.
+    /// Every write through the handle fails with [`StoreError::ReadOnly`]; slot reads register no
+    /// temp root. A store nobody made yet (`cache_dir` or its layout missing) opens as an empty
+    /// one ([`Store::exists`] is false; every slot is missing); a `cache_dir` that is not a
+    /// directory is an error.
+    pub fn open_read_only(cache_dir: &Path, options: StoreOptions) -> Result<Store> {
+        let cache_dir = match fs_err::metadata(cache_dir) {
+            Ok(meta) if meta.is_dir() => {
+                fs_err::canonicalize(cache_dir).ctx("resolve", cache_dir)?
+            }
+            Ok(_) => {
+                return Err(StoreError::io(
+                    "open",
+                    cache_dir,
+                    std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"),
+                ))
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                std::path::absolute(cache_dir).ctx("resolve", cache_dir)?
+            }
+            Err(err) => return Err(StoreError::io("inspect", cache_dir, err)),
+        };
+        let root = cache_dir.join("store");
+        let dir = root.join(LAYOUT_VERSION_DIR);
+        let (dev, shared) = match fs_err::metadata(&dir) {
+            Ok(meta) => (
+                meta.dev(),
+                fs_err::metadata(&root).is_ok_and(|root| root.mode() & 0o020 != 0),
+            ),
+            Err(_) => (0, false),
+        };
+        // The nearest directory that exists: what the store would sit on.
+        let present = dir
+            .ancestors()
+            .find(|path| path.is_dir())
+            .unwrap_or(Path::new("/"));
+        let fs_kind = filesystem_kind(present)?;
+        Ok(Store {
+            host_id: crate::host::host_id(options.host_id.as_deref()),
+            linker: Linker::new(options.link_mode.unwrap_or_default()),
+            flush: false,
+            fs_kind,
+            dir_mode: 0o755,
+            index_dir: None,
+            index: OnceLock::new(),
+            index_recreated: Mutex::new(None),
+            temp_roots: Mutex::new(None),
+            warnings: Mutex::new(Vec::new()),
+            shared,
+            verified: Mutex::new(std::collections::HashSet::new()),
+            read_only: true,
+            metas: Mutex::new(HashMap::new()),
+            shards: Mutex::new(std::collections::HashSet::new()),
+            link_caches: crate::stamps::LinkCaches::default(),
+            cache_dir,
+            root,
+            dir,
+            dev,
+        })
+    }
+
     /// Open (creating) the store of `cache_dir` (`$AGENTPACK_HOME/cache`); the store itself lives in
     /// `cache_dir/store/`.
     pub fn open(cache_dir: &Path, options: StoreOptions) -> Result<Store> {
@@ -177,8 +241,10 @@ impl Store {
             warnings: Mutex::new(open_warnings),
             shared,
             verified: Mutex::new(std::collections::HashSet::new()),
+            read_only: false,
             metas: Mutex::new(HashMap::new()),
             shards: Mutex::new(std::collections::HashSet::new()),
+            link_caches: crate::stamps::LinkCaches::default(),
         })
     }
 }

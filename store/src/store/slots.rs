@@ -27,7 +27,46 @@ pub enum SlotState {
     LegacyDir(PathBuf),
 }
 
+/// What [`Store::inspect_slot`] found in a slot, compared with the lock's hash.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SlotInspection {
+    /// A link to a published store path that hashes to the expected tree hash (the legacy rule
+    /// counts), or, with nothing to compare (`verified` false), a link to a published path.
+    Usable { path: StorePath, verified: bool },
+    /// A link to a published store path whose tree hashes to `actual`.
+    Mismatch { path: StorePath, actual: TreeHash },
+    /// Nothing usable without a write: missing, dangling, foreign, or a legacy directory (which
+    /// a verified read imports; see [`Store::verified_slot`]).
+    Unusable(SlotState),
+}
+
 impl Store {
+    /// What slot `cache_key` holds, compared with `expected` when given (the tree re-hashed):
+    /// changes nothing and registers no root, so a read-only handle may use it.
+    pub fn inspect_slot(
+        &self,
+        cache_key: &str,
+        expected: Option<&TreeHash>,
+    ) -> Result<SlotInspection> {
+        let path = match self.slot_state(cache_key)? {
+            SlotState::Linked(path) => path,
+            other => return Ok(SlotInspection::Unusable(other)),
+        };
+        let Some(expected) = expected else {
+            return Ok(SlotInspection::Usable {
+                path,
+                verified: false,
+            });
+        };
+        Ok(match Self::rehash_slot(cache_key, &path, expected)? {
+            Match::Exact | Match::Legacy => SlotInspection::Usable {
+                path,
+                verified: true,
+            },
+            Match::Mismatch { actual } => SlotInspection::Mismatch { path, actual },
+        })
+    }
+
     pub(super) fn slot_path(&self, cache_key: &str) -> Result<PathBuf> {
         let bad = cache_key.is_empty()
             || cache_key.starts_with('.')
@@ -98,7 +137,8 @@ impl Store {
     /// The store path in slot `cache_key`, after recomputing its tree hash and comparing it with
     /// `expected` (the legacy rule counts as a match). A mismatch is
     /// [`StoreError::ContentHashMismatch`] naming the slot; nothing is changed. A legacy slot directory
-    /// that matches is imported into the store and the slot becomes a link.
+    /// that matches is imported into the store and the slot becomes a link (a read-only handle
+    /// refuses that with [`StoreError::ReadOnly`]; see [`Store::inspect_slot`]).
     pub fn verified_slot(&self, cache_key: &str, expected: &TreeHash) -> Result<Option<StorePath>> {
         let slot = self.slot_path(cache_key)?;
         match self.slot_state(cache_key)? {
@@ -137,6 +177,7 @@ impl Store {
     pub fn mark_slot_rebuildable(&self, cache_key: &str) -> Result<()> {
         self.slot_path(cache_key)?;
         let dir = self.cache_dir.join(REBUILDABLE_DIR);
+        self.refuse_if_read_only("mark a slot rebuildable in", &dir)?;
         if !dir.is_dir() {
             // Every user of a shared `cache/` marks slots here: shared like the store's directories.
             let mode = if fsutil::group_shared(&self.cache_dir) {
@@ -207,21 +248,31 @@ impl Store {
     /// Remove slot `cache_key` (a link; a legacy directory is removed too). Missing is fine.
     pub fn remove_slot(&self, cache_key: &str) -> Result<()> {
         let slot = self.slot_path(cache_key)?;
+        self.refuse_if_read_only("remove the slot", &slot)?;
         fsutil::remove_tree(&slot)
     }
 
-    /// Every slot that links into this store: `(cache_key, store path name)`.
-    pub fn slots(&self) -> Result<Vec<(String, StorePathName)>> {
-        let mut out = Vec::new();
+    /// The name of every entry of the cache directory that may be a slot (not the store, not a
+    /// dot-file such as `.rebuildable`), whatever it holds.
+    pub(crate) fn slot_keys(&self) -> Result<Vec<String>> {
+        let mut keys = Vec::new();
         for entry in fs_err::read_dir(&self.cache_dir).ctx("list", &self.cache_dir)? {
             let entry = entry.ctx("list", &self.cache_dir)?;
             let Some(key) = entry.file_name().to_str().map(str::to_owned) else {
                 continue;
             };
-            if key.starts_with('.') || key == "store" {
-                continue;
+            if !key.starts_with('.') && key != "store" {
+                keys.push(key);
             }
-            let Ok(target) = std::fs::read_link(entry.path()) else {
+        }
+        Ok(keys)
+    }
+
+    /// Every slot that links into this store: `(cache_key, store path name)`.
+    pub fn slots(&self) -> Result<Vec<(String, StorePathName)>> {
+        let mut out = Vec::new();
+        for key in self.slot_keys()? {
+            let Ok(target) = std::fs::read_link(self.cache_dir.join(&key)) else {
                 continue;
             };
             let prefix = Path::new("store").join(LAYOUT_VERSION_DIR);

@@ -51,6 +51,7 @@ impl Store {
 
     /// Create `.tmp/<prefix><unique>/` with a held `.lock` file inside.
     pub(crate) fn new_build_dir(&self, prefix: &str) -> Result<(PathBuf, File)> {
+        self.refuse_if_read_only("make a build directory in", &self.tmp_dir())?;
         let base = self.tmp_dir().join(unique_name(prefix));
         fs_err::create_dir(&base).ctx("create", &base)?;
         let lock_path = base.join(".lock");
@@ -68,7 +69,9 @@ impl Store {
     // ----- temp roots -----
 
     /// Keep `path` alive for as long as this `Store` handle lives (a root of an in-flight build or of a
-    /// path just read from a slot). Publication and slot reads do this automatically.
+    /// path just read from a slot). Publication and slot reads do this automatically. A read-only
+    /// handle registers nothing (it writes nothing): a GC running meanwhile may collect what it
+    /// reads, and the reader then finds the path missing, as if it had run after the GC.
     pub fn add_temp_root(&self, path: &StorePath) -> Result<()> {
         self.append_temp_root(&format!("p {}\n", path.name()))
     }
@@ -79,6 +82,9 @@ impl Store {
     }
 
     pub(super) fn append_temp_root(&self, line: &str) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
         let mut guard = self.temp_roots.lock().map_err(|_| {
             StoreError::io(
                 "lock",

@@ -29,7 +29,7 @@ use crate::lock::LockKind;
 use crate::meta::{Entry, PathKind, StorePathMeta};
 use crate::names::{BlobId, StorePathName};
 use crate::publish::{blake3_file, file_mode, new_meta};
-use crate::store::{Store, BLOBS};
+use crate::store::Store;
 use crate::tree_hash::hash_tree;
 
 mod repair;
@@ -146,40 +146,29 @@ pub fn verify(store: &Store, options: VerifyOptions) -> Result<VerifyReport> {
     // Blobs.
     let mut blobs = Vec::new();
     let mut not_regular = Vec::new();
-    let blobs_dir = store.dir.join(BLOBS);
-    for shard in fs_err::read_dir(&blobs_dir).ctx("list", &blobs_dir)? {
-        let shard = shard.ctx("list", &blobs_dir)?;
-        if !shard.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+    for (path, file_name) in store.blob_files()? {
+        let (hex, exec) = match file_name.strip_suffix('x') {
+            Some(hex) => (hex.to_owned(), true),
+            None => (file_name.clone(), false),
+        };
+        let Ok(id) = hex.parse::<BlobId>() else {
+            continue;
+        };
+        let meta = fs_err::symlink_metadata(&path).ctx("inspect", &path)?;
+        if !meta.is_file() {
+            not_regular.push(BlobProblem {
+                blob: file_name,
+                problem: "not a regular file".to_owned(),
+            });
             continue;
         }
-        for entry in fs_err::read_dir(shard.path()).ctx("list", shard.path())? {
-            let entry = entry.ctx("list", shard.path())?;
-            let Some(file_name) = entry.file_name().to_str().map(str::to_owned) else {
-                continue;
-            };
-            let (hex, exec) = match file_name.strip_suffix('x') {
-                Some(hex) => (hex.to_owned(), true),
-                None => (file_name.clone(), false),
-            };
-            let Ok(id) = hex.parse::<BlobId>() else {
-                continue;
-            };
-            let meta = fs_err::symlink_metadata(entry.path()).ctx("inspect", entry.path())?;
-            if !meta.is_file() {
-                not_regular.push(BlobProblem {
-                    blob: file_name,
-                    problem: "not a regular file".to_owned(),
-                });
-                continue;
-            }
-            blobs.push(BlobFile {
-                path: entry.path(),
-                file_name,
-                id,
-                exec,
-                key: (meta.dev(), meta.ino()),
-            });
-        }
+        blobs.push(BlobFile {
+            path,
+            file_name,
+            id,
+            exec,
+            key: (meta.dev(), meta.ino()),
+        });
     }
     report.blobs_checked = blobs.len() + not_regular.len();
 

@@ -321,7 +321,7 @@ fn a_reference_to_a_path_published_later_is_harmless_until_then_and_keeps_it_aft
     assert!(current.path().is_dir());
 }
 
-/// The stamp files (`stamps/<uid>/<2hex>/<blob>`) in the store, by blob file name.
+/// The stamps in the store (`stamps/<uid>/table`), by blob file name.
 fn stamp_names(store: &Store) -> std::collections::BTreeSet<String> {
     let mut names = std::collections::BTreeSet::new();
     let stamps = store.store_dir().join("stamps");
@@ -329,13 +329,10 @@ fn stamp_names(store: &Store) -> std::collections::BTreeSet<String> {
         return names;
     };
     for user in users {
-        for shard in std::fs::read_dir(user.unwrap().path()).unwrap() {
-            for stamp in std::fs::read_dir(shard.unwrap().path()).unwrap() {
-                let name = stamp.unwrap().file_name().to_string_lossy().into_owned();
-                if !name.starts_with('.') {
-                    names.insert(name);
-                }
-            }
+        // One table per user (`stamps/<uid>/table`): a line per stamp, the blob's name first.
+        let table = user.unwrap().path().join("table");
+        for line in std::fs::read_to_string(table).unwrap_or_default().lines() {
+            names.insert(line.split(' ').next().unwrap().to_owned());
         }
     }
     names

@@ -11,6 +11,7 @@ mod multi_host;
 mod multi_user;
 mod names;
 mod publish;
+mod read_only;
 mod shared;
 mod stress;
 mod tree_hash;

@@ -7,8 +7,8 @@ use crate::common;
 use std::os::unix::fs::PermissionsExt;
 
 use agentpack_store::{
-    hash_tree, LinkMode, PathKind, PlannedFile, SlotState, Source, Store, StoreError, StoreOptions,
-    StorePathName, TreeHash,
+    hash_tree, LinkMode, PackageTree, PathKind, PlannedFile, SlotState, Source, Store, StoreError,
+    StoreOptions, StorePathName, TreeHash,
 };
 use common::{open_store, package_tree, write, TestDir};
 
@@ -49,6 +49,63 @@ fn publish_tree_refuses_a_mismatch_and_publishes_nothing() {
         .unwrap()
         .next()
         .is_none());
+}
+
+#[test]
+fn publish_trees_publishes_a_batch_and_keeps_a_mismatch_out_of_it() {
+    let dir = TestDir::new();
+    let store = open_store(dir.path(), LinkMode::Auto);
+    let (a, b, c) = (
+        dir.path().join("a"),
+        dir.path().join("b"),
+        dir.path().join("c"),
+    );
+    package_tree(&a, "a");
+    package_tree(&b, "b");
+    package_tree(&c, "c");
+    let (hash_a, hash_b) = (hash_tree(&a).unwrap(), hash_tree(&b).unwrap());
+    let hash_c = hash_tree(&c).unwrap();
+    let already = store.publish_tree(&b, "b", None).unwrap();
+    let results = store
+        .publish_trees(&[
+            PackageTree::new(&a, "a", Some(&hash_a)),
+            // Expects b's hash: refused, and the rest of the batch is published all the same.
+            PackageTree::new(&c, "c", Some(&hash_b)),
+            PackageTree::new(&b, "b", Some(&hash_b)),
+            PackageTree::new(&a, "a again", None),
+        ])
+        .unwrap();
+    assert_eq!(results.len(), 4);
+    let first = results[0].as_ref().unwrap();
+    assert_eq!(first.name().hash_part(), &hash_a.hex()[..32]);
+    assert_eq!(hash_tree(first.path()).unwrap(), hash_a);
+    assert_eq!(store.meta(first).unwrap().tree_hash, Some(hash_a));
+    assert!(
+        matches!(&results[1], Err(StoreError::ContentHashMismatch { path, .. }) if *path == c),
+        "{:?}",
+        results[1]
+    );
+    // Already in the store: the same path.
+    assert_eq!(results[2].as_ref().unwrap(), &already);
+    // The same content twice in one batch: one store path under each label.
+    let again = results[3].as_ref().unwrap();
+    assert_eq!(again.name().hash_part(), first.name().hash_part());
+    assert_eq!(hash_tree(again.path()).unwrap(), hash_a);
+    // Nothing of the batch is left behind: no hidden tree in the store, no build directory.
+    for entry in std::fs::read_dir(store.store_dir()).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        assert!(!name.starts_with(".pub-"), "{name}");
+    }
+    let leftovers: Vec<String> = std::fs::read_dir(store.store_dir().join(".tmp"))
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("pkg-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // Sources are left as they were.
+    assert_eq!(hash_tree(&c).unwrap(), hash_c);
+    assert_eq!(hash_tree(&a).unwrap(), hash_a);
 }
 
 #[test]

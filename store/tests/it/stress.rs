@@ -11,8 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agentpack_store::{
-    gc, hash_tree, matches_tree_hash, verify, GcOptions, LinkMode, Match, PlannedFile, SlotState,
-    Source, Store, StoreOptions, StorePathName, VerifyOptions,
+    gc, hash_tree, matches_tree_hash, verify, GcOptions, LinkMode, Match, PackageTree, PlannedFile,
+    SlotState, Source, Store, StoreOptions, StorePathName, VerifyOptions,
 };
 use common::{write, TestDir};
 
@@ -174,9 +174,28 @@ fn crasher(dir: &Path, seed: u64) {
         round += 1;
         let variant = round % 7;
         let src = make_tree(&scratch, variant);
-        let path = store
-            .publish_tree(&src, &format!("v{variant}"), None)
-            .unwrap();
+        // Every other round a batch of two trees (one flush for both), so kills also land
+        // between a batch's flush and its renames.
+        let path = if round % 2 == 0 {
+            let other = (variant + 3) % 7;
+            let second = make_tree(&scratch.join("second"), other);
+            let (label, other_label) = (format!("v{variant}"), format!("v{other}"));
+            let mut published = store
+                .publish_trees(&[
+                    PackageTree::new(&src, &label, None),
+                    PackageTree::new(&second, &other_label, None),
+                ])
+                .unwrap();
+            let second_path = published.pop().unwrap().unwrap();
+            store
+                .set_slot(&format!("slot-b{}", round % 3), &second_path)
+                .unwrap();
+            published.pop().unwrap().unwrap()
+        } else {
+            store
+                .publish_tree(&src, &format!("v{variant}"), None)
+                .unwrap()
+        };
         store
             .set_slot(&format!("slot-{}", round % 3), &path)
             .unwrap();

@@ -37,8 +37,18 @@ pub fn skill_md(name: &str) -> String {
 }
 
 /// The workspace's `examples/` directory (the example packages the docs use).
+///
+/// Found from the `CARGO_MANIFEST_DIR` cargo sets when it runs a test (the crate under test,
+/// one level below the workspace root), falling back to this crate's own directory at build time:
+/// one target directory may serve several checkouts (CI keeps it outside the clone), and a test
+/// built in one must read the examples of the checkout it runs in.
 pub fn examples_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+    let at_run_time = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+    at_run_time
+        .iter()
+        .flat_map(|crate_dir| crate_dir.ancestors().map(|dir| dir.join("examples")))
+        .find(|candidate| candidate.is_dir())
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples"))
 }
 
 /// Copies the directory tree `from` to `to` (created): directories and regular files, with the

@@ -51,6 +51,24 @@ impl std::fmt::Debug for OciClient {
     }
 }
 
+/// The HTTP status of a failed call, when the error carries one.
+fn http_status(error: &OciDistributionError) -> Option<u16> {
+    match error {
+        OciDistributionError::ServerError { code, .. } => Some(*code),
+        OciDistributionError::RequestError(e) => e.status().map(|s| s.as_u16()),
+        _ => None,
+    }
+}
+
+/// The registry's error codes of a failed call (none when it sent no error envelope).
+fn envelope_codes(error: &OciDistributionError) -> impl Iterator<Item = &OciErrorCode> {
+    let errors = match error {
+        OciDistributionError::RegistryError { envelope, .. } => envelope.errors.as_slice(),
+        _ => &[],
+    };
+    errors.iter().map(|e| &e.code)
+}
+
 fn is_transient(error: &OciDistributionError) -> bool {
     match error {
         OciDistributionError::RequestError(e) => {
@@ -65,20 +83,41 @@ fn is_transient(error: &OciDistributionError) -> bool {
 }
 
 fn is_not_found(error: &OciDistributionError) -> bool {
-    match error {
-        OciDistributionError::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
+    matches!(error, OciDistributionError::ImageManifestNotFoundError(_))
+        || http_status(error) == Some(404)
+        || envelope_codes(error).any(|code| {
             matches!(
-                e.code,
+                code,
                 OciErrorCode::ManifestUnknown
                     | OciErrorCode::NameUnknown
                     | OciErrorCode::BlobUnknown
             )
-        }),
-        OciDistributionError::ServerError { code, .. } => *code == 404,
-        OciDistributionError::ImageManifestNotFoundError(_) => true,
-        OciDistributionError::RequestError(e) => e.status().is_some_and(|s| s.as_u16() == 404),
-        _ => false,
+        })
+}
+
+/// Whether `error` is the registry refusing the credentials: `Some(false)` for none or wrong ones
+/// (401, `UNAUTHORIZED`), `Some(true)` for ones that do not allow the call (403, `DENIED`).
+fn refusal(error: &OciDistributionError) -> Option<bool> {
+    if matches!(
+        error,
+        OciDistributionError::UnauthorizedError { .. }
+            | OciDistributionError::AuthenticationFailure(_)
+    ) {
+        return Some(false);
     }
+    match http_status(error) {
+        Some(401) => return Some(false),
+        Some(403) => return Some(true),
+        _ => {}
+    }
+    // An `UNAUTHORIZED` anywhere in the envelope wins over a `DENIED` (false sorts first).
+    envelope_codes(error)
+        .filter_map(|code| match code {
+            OciErrorCode::Unauthorized => Some(false),
+            OciErrorCode::Denied => Some(true),
+            _ => None,
+        })
+        .min()
 }
 
 fn io_error(action: &'static str, path: &Path, source: std::io::Error) -> OciError {
@@ -142,23 +181,43 @@ impl OciClient {
             .map_or(RegistryAuth::Anonymous, |c| c.to_registry_auth())
     }
 
-    async fn retry<T, F, Fut>(&self, mut op: F) -> Result<T, OciDistributionError>
+    async fn retry<T, F, Fut>(&self, op: F) -> Result<T, OciDistributionError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, OciDistributionError>>,
     {
+        self.retry_on(op, |error| Some(error)).await
+    }
+
+    /// Runs `op` again, after a wait that doubles each time, while it fails with a transient
+    /// registry error and retries are left. `registry_error` finds the registry's error in `op`'s
+    /// (`None`: a local failure, never retried).
+    async fn retry_on<T, E, F, Fut>(
+        &self,
+        mut op: F,
+        registry_error: fn(&E) -> Option<&OciDistributionError>,
+    ) -> Result<T, E>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
         let mut wait = self.transport.backoff;
         let mut attempt = 0;
         loop {
-            match op().await {
-                Err(error) if attempt < self.transport.retries && is_transient(&error) => {
-                    tracing::debug!(%error, attempt, "retrying an OCI registry call");
-                    tokio::time::sleep(wait).await;
-                    wait = wait.saturating_mul(2);
-                    attempt += 1;
-                }
-                other => return other,
-            }
+            let result = op().await;
+            let transient = match &result {
+                Err(error) if attempt < self.transport.retries => registry_error(error)
+                    .filter(|error| is_transient(error))
+                    .map(ToString::to_string),
+                _ => None,
+            };
+            let Some(error) = transient else {
+                return result;
+            };
+            tracing::debug!(%error, attempt, "retrying an OCI registry call");
+            tokio::time::sleep(wait).await;
+            wait = wait.saturating_mul(2);
+            attempt += 1;
         }
     }
 
@@ -189,37 +248,10 @@ impl OciClient {
                 fix,
             }
         };
+        if let Some(denied) = refusal(&error) {
+            return unauthorized(denied);
+        }
         match error {
-            OciDistributionError::UnauthorizedError { .. }
-            | OciDistributionError::AuthenticationFailure(_) => unauthorized(false),
-            OciDistributionError::ServerError { code: 401, .. } => unauthorized(false),
-            OciDistributionError::ServerError { code: 403, .. } => unauthorized(true),
-            OciDistributionError::RequestError(e)
-                if e.status().is_some_and(|s| s.as_u16() == 401) =>
-            {
-                unauthorized(false)
-            }
-            OciDistributionError::RequestError(e)
-                if e.status().is_some_and(|s| s.as_u16() == 403) =>
-            {
-                unauthorized(true)
-            }
-            OciDistributionError::RegistryError { envelope, .. }
-                if envelope
-                    .errors
-                    .iter()
-                    .any(|e| matches!(e.code, OciErrorCode::Unauthorized)) =>
-            {
-                unauthorized(false)
-            }
-            OciDistributionError::RegistryError { envelope, .. }
-                if envelope
-                    .errors
-                    .iter()
-                    .any(|e| matches!(e.code, OciErrorCode::Denied)) =>
-            {
-                unauthorized(true)
-            }
             OciDistributionError::RegistryError { envelope, .. } => OciError::Registry {
                 registry,
                 what: what.to_owned(),

@@ -3,7 +3,7 @@
 //!
 //! Must never leave anything at the destination when a pull fails.
 
-use std::io::{Seek as _, Write as _};
+use std::io::Write as _;
 use std::path::Path;
 
 use futures_util::StreamExt as _;
@@ -192,66 +192,54 @@ impl OciClient {
         path: &Path,
         what: &str,
     ) -> Result<(), OciError> {
-        let client = self.client_for(&repo.registry);
-        let oci_descriptor = Self::descriptor(descriptor);
-        let max = self.transport.limits.max_download_bytes;
-        let mut file = fs_err::File::create(path).map_err(|e| io_error("create", path, e))?;
         enum Failure {
             Registry(OciDistributionError),
             Local(OciError),
         }
-        let result = self.runtime.block_on(async {
-            let mut wait = self.transport.backoff;
-            let mut attempt = 0;
-            loop {
-                file.set_len(0)
-                    .and_then(|()| file.rewind())
-                    .map_err(|e| Failure::Local(io_error("truncate", path, e)))?;
-                let outcome: Result<(), Failure> = async {
-                    let mut stream = client
-                        .pull_blob_stream(target, &oci_descriptor)
-                        .await
-                        .map_err(Failure::Registry)?;
-                    let mut written: u64 = 0;
-                    while let Some(chunk) = stream.next().await {
-                        let chunk = chunk.map_err(|e| {
-                            // A digest mismatch surfaces as an I/O error of the verifying stream.
-                            Failure::Local(OciError::Corrupt {
-                                reference: what.to_owned(),
-                                reason: format!("the layer download failed ({e})"),
-                            })
-                        })?;
-                        written += chunk.len() as u64;
-                        if written > max {
-                            return Err(Failure::Local(OciError::Limit(
-                                crate::limits::LimitExceeded::new(
-                                    &self.transport.limits,
-                                    crate::limits::LimitKind::DownloadSize,
-                                    what.to_owned(),
-                                    format!("has a layer of more than {max} bytes"),
-                                ),
-                            )));
-                        }
-                        file.write_all(&chunk)
-                            .map_err(|e| Failure::Local(io_error("write", path, e)))?;
-                    }
-                    Ok(())
+        let client = self.client_for(&repo.registry);
+        let oci_descriptor = &Self::descriptor(descriptor);
+        let max = self.transport.limits.max_download_bytes;
+        let attempt = || async {
+            // Each attempt writes the file from its start (`create` truncates it).
+            let mut file = fs_err::File::create(path)
+                .map_err(|e| Failure::Local(io_error("create", path, e)))?;
+            let mut stream = client
+                .pull_blob_stream(target, oci_descriptor)
+                .await
+                .map_err(Failure::Registry)?;
+            let mut written: u64 = 0;
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|e| {
+                    // A digest mismatch surfaces as an I/O error of the verifying stream.
+                    Failure::Local(OciError::Corrupt {
+                        reference: what.to_owned(),
+                        reason: format!("the layer download failed ({e})"),
+                    })
+                })?;
+                written += chunk.len() as u64;
+                if written > max {
+                    return Err(Failure::Local(OciError::Limit(
+                        crate::limits::LimitExceeded::new(
+                            &self.transport.limits,
+                            crate::limits::LimitKind::DownloadSize,
+                            what.to_owned(),
+                            format!("has a layer of more than {max} bytes"),
+                        ),
+                    )));
                 }
-                .await;
-                match outcome {
-                    Err(Failure::Registry(error))
-                        if attempt < self.transport.retries && is_transient(&error) =>
-                    {
-                        tokio::time::sleep(wait).await;
-                        wait = wait.saturating_mul(2);
-                        attempt += 1;
-                    }
-                    other => return other,
-                }
+                file.write_all(&chunk)
+                    .map_err(|e| Failure::Local(io_error("write", path, e)))?;
             }
-        });
+            Ok(file)
+        };
+        let result = self
+            .runtime
+            .block_on(self.retry_on(attempt, |failure| match failure {
+                Failure::Registry(error) => Some(error),
+                Failure::Local(_) => None,
+            }));
         match result {
-            Ok(()) => file.flush().map_err(|e| io_error("write", path, e)),
+            Ok(mut file) => file.flush().map_err(|e| io_error("write", path, e)),
             Err(Failure::Registry(error)) => Err(self.map_error(repo, what, error)),
             Err(Failure::Local(error)) => Err(error),
         }

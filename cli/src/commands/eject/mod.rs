@@ -107,11 +107,11 @@ fn plan_against_project(
     agents: &[Agent],
     previous: &EjectManifest,
 ) -> Result<(EjectPlan, String)> {
-    // Codex's secret-bearing server values never enter the generation: rendering them for Codex
-    // (in memory only) lets eject name what the ejected servers lack.
+    // An agent's secret-bearing server values may never enter the generation (Codex's):
+    // rendering them (in memory only) lets eject name what the ejected servers lack.
     let options = StageOptions {
         agent: None,
-        secrets_of: agents.contains(&Agent::Codex).then_some(Agent::Codex),
+        secrets_of: eject::secrets_agent(agents),
     };
     let mut session = crate::pipeline::open(project)?;
     let policy = agentpack_builders::project::ResolvePolicy::Sync {
@@ -136,15 +136,8 @@ fn plan_against_project(
         &[&generation_text, &pointer_text],
         &eject_root.to_string_lossy(),
     );
-    if let Some(secret_config) = staged
-        .secrets
-        .get(&Agent::Codex)
-        .filter(|_| agents.contains(&Agent::Codex))
-        .and_then(|layer| layer.config_toml.as_ref())
-    {
-        plan.warnings
-            .extend(eject::codex_secret_warnings(secret_config));
-    }
+    plan.warnings
+        .extend(eject::secret_warnings(agents, &staged.secrets));
     if !plan.refusals.is_empty() {
         let mut message = String::from(
             "eject wrote nothing: an MCP server's url or argument holds a credential, and eject writes no secret into the project",

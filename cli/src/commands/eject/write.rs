@@ -84,23 +84,7 @@ pub(super) fn write_plan(
     generation: &str,
 ) -> Result<EjectManifest> {
     // One transaction: a failure part way puts back every file written or removed before it.
-    let mut tx = agentpack_fs::Transaction::new();
-    match write_plan_in(&mut tx, root, plan, previous, generation) {
-        Ok(manifest) => {
-            tx.commit();
-            Ok(manifest)
-        }
-        Err(error) => {
-            for failed in tx.rollback() {
-                output::warn(&format!(
-                    "could not put back {}: {}",
-                    failed.path.display(),
-                    failed.source
-                ));
-            }
-            Err(error)
-        }
-    }
+    crate::fs_transaction::run(|tx| write_plan_in(tx, root, plan, previous, generation))
 }
 
 pub(super) fn write_plan_in(

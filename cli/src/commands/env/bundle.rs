@@ -150,7 +150,8 @@ pub fn run_export(ctx: &Context, environments: &Path, args: &ExportArgs) -> Resu
     }
     let (manifest, lock) = definition::validate_dir(&environment)?;
     let lock = lock.unwrap_or_default();
-    let mut private_dirs = vec![Home::from_env()?.root];
+    let home = Home::from_env()?;
+    let mut private_dirs = vec![home.root.clone()];
     if let Some(home) = env::var(EnvVars::HOME) {
         private_dirs.push(PathBuf::from(home));
     }
@@ -171,8 +172,10 @@ pub fn run_export(ctx: &Context, environments: &Path, args: &ExportArgs) -> Resu
         bail!(message);
     }
     let store_items = if args.with_store {
-        let store = crate::session::open_store(&Home::from_env()?)?;
-        offline::collect(&store, &lock, &args.from)?
+        let store = crate::session::open_store(&home)?;
+        let items = offline::collect(&store, &lock, &args.from)?;
+        crate::session::flush_store_warnings(&store);
+        items
     } else {
         Vec::new()
     };
@@ -443,6 +446,7 @@ pub fn run_import(
         let store = crate::session::open_store(home)?;
         let imported =
             offline::import(&store, &lock, &verified.store, &verified.payloads, &bundle)?;
+        crate::session::flush_store_warnings(&store);
         for warning in &imported.warnings {
             output::warn(warning);
         }

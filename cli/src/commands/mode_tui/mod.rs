@@ -117,11 +117,14 @@ fn save(project: &Project, editor: &Editor) -> Result<Saved> {
     let (document, _) = state::replay(&current, &project.manifest_path, editor.ops())?;
     let text = document.to_string();
     agentpack_lockfile::write_if_changed(&project.manifest_path, text.as_bytes())?;
-    for op in editor.ops() {
-        if let Op::Delete { name } = op {
-            crate::mode_generations::forget(project, name)?;
-        }
-    }
+    // Every deleted mode's generations, over one store handle.
+    crate::mode_generations::forget(
+        project,
+        editor.ops().iter().filter_map(|op| match op {
+            Op::Delete { name } => Some(name.as_str()),
+            _ => None,
+        }),
+    )?;
     Ok(Saved {
         changed_on_disk: editor.original_text() != current,
         text,

@@ -145,25 +145,13 @@ fn render_modes(editor: &Editor, area: Rect, buf: &mut Buffer) {
     let block = pane("Modes".to_owned(), focused);
     let inner = block.inner(area);
     block.render(area, buf);
-    let names = editor.mode_names();
-    let offset = scroll_offset(editor.mode_cursor, usize::from(inner.height));
-    let lines: Vec<Line<'_>> = names
-        .iter()
-        .enumerate()
-        .skip(offset)
-        .map(|(index, name)| {
-            let text = format!(
-                " {name:<width$}",
-                width = usize::from(inner.width).saturating_sub(1)
-            );
-            if index == editor.mode_cursor {
-                Line::styled(text, cursor_style(focused))
-            } else {
-                Line::raw(text)
-            }
-        })
-        .collect();
-    Paragraph::new(lines).render(inner, buf);
+    let width = usize::from(inner.width).saturating_sub(1);
+    let list = CursorList {
+        cursor: editor.mode_cursor,
+        focused,
+        inner,
+    };
+    list.render(&editor.mode_names(), buf, |name| format!(" {name:<width$}"));
 }
 
 fn render_items(editor: &Editor, area: Rect, buf: &mut Buffer) {
@@ -185,35 +173,55 @@ fn render_items(editor: &Editor, area: Rect, buf: &mut Buffer) {
             .render(inner, buf);
         return;
     }
-    let offset = scroll_offset(editor.item_cursor, usize::from(inner.height));
     let width = usize::from(inner.width);
-    let lines: Vec<Line<'_>> = items
-        .iter()
-        .enumerate()
-        .skip(offset)
-        .map(|(index, item)| {
-            let (selected, listed) = editor.item_state(item);
-            let mark = if selected { "[x]" } else { "[ ]" };
-            let listed = match listed {
-                Some(true) => "  enable",
-                Some(false) => "  disable",
-                None => "",
-            };
-            let indent = if matches!(item.selector, Selector::PackagePath { .. }) {
-                "   "
-            } else {
-                " "
-            };
-            let text = format!("{indent}{mark} {}{listed}", item_label(item));
-            let text = format!("{text:<width$}");
-            if index == editor.item_cursor {
-                Line::styled(text, cursor_style(focused))
-            } else {
-                Line::raw(text)
-            }
-        })
-        .collect();
-    Paragraph::new(lines).render(inner, buf);
+    let list = CursorList {
+        cursor: editor.item_cursor,
+        focused,
+        inner,
+    };
+    list.render(&items, buf, |item| {
+        let (selected, listed) = editor.item_state(item);
+        let mark = if selected { "[x]" } else { "[ ]" };
+        let listed = match listed {
+            Some(true) => "  enable",
+            Some(false) => "  disable",
+            None => "",
+        };
+        let indent = if matches!(item.selector, Selector::PackagePath { .. }) {
+            "   "
+        } else {
+            " "
+        };
+        let text = format!("{indent}{mark} {}{listed}", item_label(item));
+        format!("{text:<width$}")
+    });
+}
+
+/// A pane's list of one line per entry, scrolled so that the cursor's entry shows, the cursor's
+/// line highlighted (brighter when the pane has the focus).
+struct CursorList {
+    cursor: usize,
+    focused: bool,
+    inner: Rect,
+}
+
+impl CursorList {
+    fn render<T>(&self, entries: &[T], buf: &mut Buffer, text: impl Fn(&T) -> String) {
+        let offset = scroll_offset(self.cursor, usize::from(self.inner.height));
+        let lines: Vec<Line<'_>> = entries
+            .iter()
+            .enumerate()
+            .skip(offset)
+            .map(|(index, entry)| {
+                if index == self.cursor {
+                    Line::styled(text(entry), cursor_style(self.focused))
+                } else {
+                    Line::raw(text(entry))
+                }
+            })
+            .collect();
+        Paragraph::new(lines).render(self.inner, buf);
+    }
 }
 
 fn render_preview(editor: &Editor, area: Rect, buf: &mut Buffer) {

@@ -75,16 +75,8 @@ pub fn probe_all(ctx: &Context, policy: Option<Policy>) -> Result<Vec<Probed>> {
             .into_iter()
             .zip(&agents)
             .map(|(handle, agent)| {
-                handle.join().unwrap_or_else(|_| Probed {
-                    agent: agent.as_str().to_owned(),
-                    status: "error".to_owned(),
-                    version: None,
-                    expected: None,
-                    observed: None,
-                    hook_failures: 0,
-                    reason: Some("the probe's thread panicked".to_owned()),
-                    receipt: None,
-                    elapsed_ms: 0,
+                handle.join().unwrap_or_else(|_| {
+                    Probed::error(*agent, "the probe's thread panicked".to_owned(), 0)
                 })
             })
             .collect()
@@ -92,20 +84,27 @@ pub fn probe_all(ctx: &Context, policy: Option<Policy>) -> Result<Vec<Probed>> {
     Ok(rows)
 }
 
-fn row(agent: Agent, outcome: Result<Probe>, elapsed: std::time::Duration) -> Probed {
-    let elapsed_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
-    match outcome {
-        Err(error) => Probed {
+impl Probed {
+    /// The row of a probe that could not run (`reason` says why).
+    fn error(agent: Agent, reason: String, elapsed_ms: u64) -> Self {
+        Probed {
             agent: agent.as_str().to_owned(),
             status: "error".to_owned(),
             version: None,
             expected: None,
             observed: None,
             hook_failures: 0,
-            reason: Some(format!("{error:#}")),
+            reason: Some(reason),
             receipt: None,
             elapsed_ms,
-        },
+        }
+    }
+}
+
+fn row(agent: Agent, outcome: Result<Probe>, elapsed: std::time::Duration) -> Probed {
+    let elapsed_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+    match outcome {
+        Err(error) => Probed::error(agent, format!("{error:#}"), elapsed_ms),
         Ok(Probe {
             receipt,
             path,

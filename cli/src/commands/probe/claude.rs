@@ -1,19 +1,19 @@
 //! Claude Code's probe runs: the print-mode `init` event of a session started in the checkout
 //! (workspace session) with the staged bundle as `--plugin-dir`, a dummy key and
 //! `ANTHROPIC_BASE_URL` at a closed port on 127.0.0.1, stopped as soon as the init event is read;
-//! then `plugin validate --json` and `plugin details` of the bundle outside the checkout
-//! ([`super::details`]; controlled projection: the catalog's `other_scopes` and `properties`).
-//! It never makes a model request.
+//! beside it, at the same time, `plugin validate --json` and `plugin details` of the bundle
+//! outside the checkout ([`super::details`]; controlled projection: the catalog's `other_scopes`
+//! and `properties`). It never makes a model request.
 
 use anyhow::{Context as _, Result};
 
-use super::process;
-use super::{details, parse, Observed, ProbeEnv, CAPTURE_BOUND};
+use super::sampling::{self, Job};
+use super::{details, parse, process, Observed, ProbeEnv, CAPTURE_BOUND};
 
 pub(super) fn observe(setup: &ProbeEnv<'_>) -> Result<Observed> {
     let bundle = agentpack_harness::launch::command::claude_bundle(setup.staged);
-    let mut command = setup.command(setup.workspace);
-    command
+    let mut session = setup.command(setup.workspace);
+    session
         .args(["-p", "hi", "--output-format", "stream-json", "--verbose"])
         .arg("--plugin-dir")
         .arg(&bundle);
@@ -23,45 +23,50 @@ pub(super) fn observe(setup: &ProbeEnv<'_>) -> Result<Observed> {
         .as_deref()
         .and_then(agentpack_harness::launch::command::inline_settings)
     {
-        command.arg("--settings").arg(settings);
+        session.arg("--settings").arg(settings);
     }
-    offline(&mut command)?.env("ANTHROPIC_API_KEY", "sk-ant-agentpack-probe");
-    let mut captured = process::run(command, setup.timeout, CAPTURE_BOUND, &init_seen)?;
+    offline(&mut session)?.env("ANTHROPIC_API_KEY", "sk-ant-agentpack-probe");
+    // The controlled projection beside the session, outside the checkout: `plugin validate` and
+    // `plugin details` of the bundle. The three are independent, so they run at once; what the
+    // projection found counts only when the session's init event parsed.
+    let mut validate = setup.command(&setup.outside);
+    validate.args(["plugin", "validate", "--json"]).arg(&bundle);
+    let mut details_run = setup.command(&setup.outside);
+    details_run
+        .arg("--plugin-dir")
+        .arg(&bundle)
+        .args(["plugin", "details", details::BUNDLE]);
+    offline(&mut details_run)?;
+    let jobs = vec![
+        Job {
+            command: session,
+            stop_when: Some(&init_seen),
+        },
+        Job::to_end(validate),
+        Job::to_end(details_run),
+    ];
+    let [mut captured, validated, listed]: [process::Captured; 3] =
+        sampling::run_all(jobs, setup.timeout, setup.deadline, CAPTURE_BOUND)?
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("the probe lost a run of Claude Code"))?;
     let mut parsed = parse::claude_init(&captured.stdout);
     let version = first_init(&captured.stdout);
-    // The controlled projection beside the session: `plugin validate` of the bundle, outside the
-    // checkout; its output joins the retained evidence.
+    // The projection's output joins the retained evidence.
+    captured.append_output("\n== claude plugin validate --json\n", &validated);
+    captured.append_output("\n== claude plugin details\n", &listed);
     if let Ok(catalog) = &mut parsed {
-        let mut validate = setup.command(&setup.outside);
-        validate.args(["plugin", "validate", "--json"]).arg(&bundle);
-        let run = process::run(validate, setup.timeout, CAPTURE_BOUND, &|_| false)?;
-        captured.append_output("\n== claude plugin validate --json\n", &run);
-        if run.cut_short() {
-            captured.termination = run.termination;
+        if validated.cut_short() {
+            captured.termination = validated.termination;
         } else {
-            match parse::claude_validate(&run.stdout) {
-                Ok(observed) => {
-                    let mut command = setup.command(&setup.outside);
-                    command.arg("--plugin-dir").arg(&bundle).args([
-                        "plugin",
-                        "details",
-                        details::BUNDLE,
-                    ]);
-                    offline(&mut command)?;
-                    let run = process::run(command, setup.timeout, CAPTURE_BOUND, &|_| false)?;
-                    captured.append_output("\n== claude plugin details\n", &run);
-                    if run.cut_short() {
-                        captured.termination = run.termination;
-                    } else {
-                        match details::observe(observed, &run) {
-                            Ok((other_scopes, property)) => {
-                                catalog.other_scopes = other_scopes;
-                                catalog.properties.push(property);
-                            }
-                            Err(failure) => parsed = Err(failure),
-                        }
+            match parse::claude_validate(&validated.stdout) {
+                Ok(_) if listed.cut_short() => captured.termination = listed.termination,
+                Ok(observed) => match details::observe(observed, &listed) {
+                    Ok((other_scopes, property)) => {
+                        catalog.other_scopes = other_scopes;
+                        catalog.properties.push(property);
                     }
-                }
+                    Err(failure) => parsed = Err(failure),
+                },
                 Err(failure) => parsed = Err(failure),
             }
         }
@@ -71,6 +76,7 @@ pub(super) fn observe(setup: &ProbeEnv<'_>) -> Result<Observed> {
         version,
         captured,
         parsed,
+        sampling: None,
     })
 }
 

@@ -1,7 +1,7 @@
 //! Codex's probe runs: `debug prompt-input` with [`CODEX_SETTINGS`] and a disposable
 //! `HOME`/`CODEX_HOME` holding a regular-file copy of the staged Codex home, outside the checkout
-//! (controlled projection), then the same in the checkout (workspace session, whose winners are
-//! the catalog's `other_scopes`). Each run has its own copy of the home, so one never sees what
+//! (controlled projection), and at the same time the same in the checkout (workspace session,
+//! whose winners are the catalog's `other_scopes`) and `--version`. Each run has its own copy of the home, so one never sees what
 //! the other wrote.
 
 use std::path::Path;
@@ -11,7 +11,8 @@ use agentpack_harness::Agent;
 use anyhow::Result;
 
 use super::parse::{self, ParseFailure};
-use super::{copy_regular, process, versioned, Observed, ProbeEnv, CAPTURE_BOUND};
+use super::sampling::{self, Job};
+use super::{copy_regular, process, Observed, ProbeEnv, CAPTURE_BOUND};
 
 /// The settings every Codex run of a probe passes (`-c`): cloud skills off (only the files the
 /// probe placed are listed) and file credential stores (never the user's keyring). Codex 0.171.0
@@ -41,11 +42,30 @@ pub(super) fn observe(setup: &ProbeEnv<'_>) -> Result<Observed> {
         prompt_input.extend(["-c", setting]);
     }
     prompt_input.push("hi");
-    let (version, mut captured) = versioned(
-        &|args| in_dir(&setup.outside, &projection_home, args),
-        &prompt_input,
-        setup.timeout,
-    )?;
+    // `--version`, the controlled projection and the workspace session (the same in the
+    // checkout, so the skills the checkout provides compete with the package's) are independent:
+    // they run at once, and the listings count only once the version is one the parser knows.
+    let jobs = vec![
+        Job::to_end(in_dir(&setup.outside, &projection_home, &["--version"])),
+        Job::to_end(in_dir(&setup.outside, &projection_home, &prompt_input)),
+        Job::to_end(in_dir(setup.workspace, &session_home, &prompt_input)),
+    ];
+    let [version_run, mut captured, session]: [process::Captured; 3] =
+        sampling::run_all(jobs, setup.timeout, setup.deadline, CAPTURE_BOUND)?
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("the probe lost a run of Codex"))?;
+    let version = parse::version_of(&String::from_utf8_lossy(&version_run.stdout));
+    if !version_run.exited_zero() || version_run.cut_short() {
+        return Ok(Observed {
+            scope: "controlled_projection",
+            version,
+            captured: version_run,
+            parsed: Err(ParseFailure::Malformed(
+                "`codex --version` did not exit 0".to_owned(),
+            )),
+            sampling: None,
+        });
+    }
     let mut parsed = match &version {
         Some(v) => parse::codex_prompt_input(
             &captured.stdout,
@@ -57,22 +77,22 @@ pub(super) fn observe(setup: &ProbeEnv<'_>) -> Result<Observed> {
             "`codex --version` printed no version".to_owned(),
         )),
     };
-    // The workspace session: the same in the checkout, so the skills the checkout provides
-    // compete with the package's; its winners join `other_scopes`.
+    // The workspace session's winners join `other_scopes`.
     if let (Ok(catalog), Some(v)) = (&mut parsed, &version) {
-        let command = in_dir(setup.workspace, &session_home, &prompt_input);
-        let run = process::run(command, setup.timeout, CAPTURE_BOUND, &|_| false)?;
-        captured.append_output("\n== codex debug prompt-input (workspace session)\n", &run);
-        if !run.exited_zero() || run.termination.truncated {
-            captured.termination = run.termination;
+        captured.append_output(
+            "\n== codex debug prompt-input (workspace session)\n",
+            &session,
+        );
+        if !session.exited_zero() || session.termination.truncated {
+            captured.termination = session.termination;
         } else {
             match parse::codex_prompt_input(
-                &run.stdout,
+                &session.stdout,
                 v,
                 &session_home.join("skills"),
                 "workspace_session",
             ) {
-                Ok(session) => catalog.other_scopes = session.artifacts,
+                Ok(listed) => catalog.other_scopes = listed.artifacts,
                 Err(failure) => parsed = Err(failure),
             }
         }
@@ -82,5 +102,6 @@ pub(super) fn observe(setup: &ProbeEnv<'_>) -> Result<Observed> {
         version,
         captured,
         parsed,
+        sampling: None,
     })
 }

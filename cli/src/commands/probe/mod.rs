@@ -15,6 +15,7 @@
 //! validated on, 5 the client failed, hung or printed something the parser does not read.
 
 pub mod all;
+mod candidates;
 mod claude;
 mod codex;
 pub mod details;
@@ -208,12 +209,6 @@ pub fn probe_agent(
         ));
     }
     let program = env::agent_binary(agent)?;
-    // Hashed, never run for the digest: the bytes the probe then runs.
-    let sha256 = {
-        let mut digest = Sha256::new();
-        std::io::copy(&mut fs_err::File::open(&program)?, &mut digest)?;
-        format!("sha256:{}", hex::encode(digest.finalize()))
-    };
     let timeout = Duration::from_secs(
         positive_secs(EnvVars::AGENTPACK_PROBE_TIMEOUT_SECS, 30)?.unwrap_or(DEFAULT_TIMEOUT_SECS),
     );
@@ -242,16 +237,28 @@ pub fn probe_agent(
     let Some(adapter) = parse::adapter(agent) else {
         anyhow::bail!("`{agent}` cannot be probed (claude, codex, opencode)")
     };
+    // The executable is hashed (never run for the digest: the bytes the probe runs) while the
+    // client runs: Claude Code's is hundreds of megabytes.
+    let (sha256, observed) = std::thread::scope(|scope| {
+        let hashing = scope.spawn(|| executable_digest(&program));
+        let observed = match adapter.client {
+            parse::Client::ClaudeInit => claude::observe(&setup),
+            parse::Client::CodexPromptInput => codex::observe(&setup),
+            parse::Client::OpenCodeDebug => opencode::observe(&setup, samples),
+        };
+        let sha256 = hashing
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("hashing {} failed", program.display())));
+        (sha256, observed)
+    });
+    let (sha256, observed) = (sha256?, observed?);
     let Observed {
         scope,
         version,
         captured,
         parsed,
-    } = match adapter.client {
-        parse::Client::ClaudeInit => claude::observe(&setup)?,
-        parse::Client::CodexPromptInput => codex::observe(&setup)?,
-        parse::Client::OpenCodeDebug => opencode::observe(&setup, samples)?,
-    };
+        sampling,
+    } = observed;
     let term = &captured.termination;
     let process_ok = match term.how.as_str() {
         "stopped" => true,
@@ -326,6 +333,7 @@ pub fn probe_agent(
         catalog,
         adapter: parse::adapter_revision(agent.as_str()).to_owned(),
         capability: adapter.capability,
+        sampling,
         evidence_digest: receipt::digest(&evidence),
     };
     let path = receipt::write(&project.state_dir().join(receipt::DIR), &receipt, &evidence)?;
@@ -376,6 +384,8 @@ pub(super) struct Observed {
     version: Option<String>,
     captured: process::Captured,
     parsed: Result<Catalog, ParseFailure>,
+    /// How many listings were taken and why (OpenCode).
+    sampling: Option<crate::evidence::catalog::Sampling>,
 }
 
 /// The whole number of seconds above 0 that `var` sets, if set (`example` is the fix's number).
@@ -395,24 +405,12 @@ fn validated(agent: Agent) -> &'static str {
     parse::adapter(agent).map_or("none", |adapter| adapter.validated)
 }
 
-/// `--version`, then (when that exited 0) the catalog command `args`: the version printed and
-/// what the catalog command captured (or the version run's capture when it failed).
-fn versioned(
-    command: &dyn Fn(&[&str]) -> Command,
-    args: &[&str],
-    timeout: Duration,
-) -> Result<(Option<String>, process::Captured)> {
-    let version_run = process::run(command(&["--version"]), timeout, 64 * 1024, &|_| false)?;
-    let version = parse::version_of(&String::from_utf8_lossy(&version_run.stdout));
-    let ok =
-        version_run.termination.how == "exited" && version_run.termination.exit_code == Some(0);
-    if !ok {
-        return Ok((version, version_run));
-    }
-    Ok((
-        version,
-        process::run(command(args), timeout, CAPTURE_BOUND, &|_| false)?,
-    ))
+/// `sha256:<hex>` of the executable's bytes (read, never run).
+fn executable_digest(program: &Path) -> Result<String> {
+    let mut digest = Sha256::new();
+    std::io::copy(&mut fs_err::File::open(program)?, &mut digest)
+        .with_context(|| format!("cannot read {}", program.display()))?;
+    Ok(format!("sha256:{}", hex::encode(digest.finalize())))
 }
 
 /// The default total time a probe's sampled runs may take (each run also has the per-call

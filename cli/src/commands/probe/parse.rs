@@ -226,6 +226,34 @@ pub fn opencode_skills(
     version: &str,
     config_dir: &std::path::Path,
 ) -> Result<Catalog, ParseFailure> {
+    let artifacts = opencode_skill_locations(stdout, version)?
+        .into_iter()
+        .map(|(name, location)| {
+            let winner = if std::path::Path::new(&location).starts_with(config_dir) {
+                "package"
+            } else {
+                "other"
+            };
+            Observed {
+                category: "skill".to_owned(),
+                native_id: name.clone(),
+                name,
+                winner: winner.to_owned(),
+                scope: "controlled_projection".to_owned(),
+            }
+        })
+        .collect();
+    Ok(Catalog {
+        artifacts,
+        ..Catalog::default()
+    })
+}
+
+/// Each skill OpenCode's `debug skill` lists: its name and location (a path, or `<built-in>`).
+pub fn opencode_skill_locations(
+    stdout: &[u8],
+    version: &str,
+) -> Result<Vec<(String, String)>, ParseFailure> {
     if version != OPENCODE_VALIDATED {
         return Err(ParseFailure::UnknownVersion(version.to_owned()));
     }
@@ -234,32 +262,17 @@ pub fn opencode_skills(
     let items = value
         .as_array()
         .ok_or_else(|| ParseFailure::Malformed("the skill list is not a list".to_owned()))?;
-    let mut artifacts = Vec::new();
-    for item in items {
-        let (Some(name), Some(location)) = (item["name"].as_str(), item["location"].as_str())
-        else {
-            return Err(ParseFailure::Malformed(
-                "a listed skill has no name or location".to_owned(),
-            ));
-        };
-        let winner = if std::path::Path::new(location).starts_with(config_dir) {
-            "package"
-        } else {
-            "other"
-        };
-        artifacts.push(Observed {
-            category: "skill".to_owned(),
-            name: name.to_owned(),
-            native_id: name.to_owned(),
-            winner: winner.to_owned(),
-            scope: "controlled_projection".to_owned(),
-        });
-    }
-    Ok(Catalog {
-        artifacts,
-        hooks: Vec::new(),
-        ..Catalog::default()
-    })
+    items
+        .iter()
+        .map(
+            |item| match (item["name"].as_str(), item["location"].as_str()) {
+                (Some(name), Some(location)) => Ok((name.to_owned(), location.to_owned())),
+                _ => Err(ParseFailure::Malformed(
+                    "a listed skill has no name or location".to_owned(),
+                )),
+            },
+        )
+        .collect()
 }
 
 /// Merges samples of OpenCode's `debug skill` (each already parsed): a skill is the package's
@@ -387,19 +400,39 @@ pub fn opencode_config(
     Ok(observed)
 }
 
-/// OpenCode's `debug agent NAME`: whether it resolved the agent (a JSON object of that name);
-/// its "not found" sentence is `false`, anything else malformed.
-pub fn opencode_agent_resolved(stdout: &[u8], name: &str) -> Result<bool, ParseFailure> {
-    match serde_json::from_slice::<Value>(stdout) {
-        Ok(value) if value["name"] == name => Ok(true),
-        Ok(_) => Err(ParseFailure::Malformed(format!(
-            "`debug agent {name}` printed an agent of another name"
-        ))),
-        Err(_) if String::from_utf8_lossy(stdout).contains("not found") => Ok(false),
-        Err(err) => Err(ParseFailure::Malformed(format!(
-            "`debug agent {name}` did not print JSON ({err})"
-        ))),
+/// OpenCode's `agent list`: the name of every agent it resolved. 1.18.33 prints each as a line
+/// `NAME (MODE)` (`primary`, `subagent` or `all`) at the start of a line, followed by its
+/// permission rules as indented JSON closed by `]` at the start of a line; anything else at the
+/// start of a line, or no agent at all (the built-in ones are always listed), is malformed.
+pub fn opencode_agent_list(stdout: &[u8]) -> Result<Vec<String>, ParseFailure> {
+    let text = std::str::from_utf8(stdout)
+        .map_err(|_| ParseFailure::Malformed("`agent list` is not UTF-8".to_owned()))?;
+    let mut names = Vec::new();
+    for line in text.lines() {
+        if line.is_empty() || line.starts_with(' ') || line == "]" {
+            continue;
+        }
+        let agent = line.rsplit_once(" (").and_then(|(name, mode)| {
+            let mode = mode.strip_suffix(')')?;
+            let known = matches!(mode, "primary" | "subagent" | "all");
+            (known && !name.is_empty() && !name.contains(' ')).then(|| name.to_owned())
+        });
+        match agent {
+            Some(name) => names.push(name),
+            None => {
+                return Err(ParseFailure::Malformed(format!(
+                    "`agent list` printed a line that is not an agent: {}",
+                    excerpt(line)
+                )))
+            }
+        }
     }
+    if names.is_empty() {
+        return Err(ParseFailure::Malformed(
+            "`agent list` listed no agent (not even the built-in ones)".to_owned(),
+        ));
+    }
+    Ok(names)
 }
 
 fn excerpt(line: &str) -> String {
@@ -581,17 +614,14 @@ mod tests {
             opencode_config(config, "1.0.0", &staged),
             Err(ParseFailure::UnknownVersion(_))
         ));
+        let listed =
+            b"build (primary)\n  [\n  {\n    \"permission\": \"*\"\n  }\n]\nhelper (all)\n  [\n]\n";
         assert_eq!(
-            opencode_agent_resolved(br#"{"name":"helper","mode":"subagent"}"#, "helper"),
-            Ok(true)
+            opencode_agent_list(listed),
+            Ok(vec!["build".to_owned(), "helper".to_owned()])
         );
-        assert_eq!(
-            opencode_agent_resolved(
-                b"Agent helper not found, run 'opencode agent list'",
-                "helper"
-            ),
-            Ok(false)
-        );
-        assert!(opencode_agent_resolved(b"garbage", "helper").is_err());
+        assert!(opencode_agent_list(b"").is_err());
+        assert!(opencode_agent_list(b"garbage\n").is_err());
+        assert!(opencode_agent_list(b"helper (unknown-mode)\n").is_err());
     }
 }

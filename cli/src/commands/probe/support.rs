@@ -133,6 +133,11 @@ pub fn capsule(receipt: &Value, evidence_intact: bool) -> (Value, Omitted) {
         }
     }
     omitted.add("evidence files", 1);
+    // How many listings were taken is a count; why names a skill.
+    let samples = receipt["sampling"]["samples"].as_u64();
+    if receipt["sampling"]["reason"].is_string() {
+        omitted.add("sampling reasons", 1);
+    }
     let version = public_version(&receipt["client"]["version"]);
     if version.is_none() && !receipt["client"]["version"].is_null() {
         omitted.add("non-public version text", 1);
@@ -210,6 +215,7 @@ pub fn capsule(receipt: &Value, evidence_intact: bool) -> (Value, Omitted) {
         "evidence_grade": grade,
         "coverage": coverage,
         "hooks": hooks,
+        "samples": samples,
     });
     (capsule, omitted)
 }
@@ -275,6 +281,7 @@ mod tests {
             "identities": {"source": "sha256:cd", "mode": "secret-mode"},
             "termination": {"how": "stopped", "exit_code": null, "truncated": false},
             "evidence_digest": "sha256:ef",
+            "sampling": {"samples": 60, "reason": "the skill `secret-skill` has 2 candidates"},
             "catalog": {"artifacts": [
                 {"category": "skill", "scope": "workspace_session", "name": "secret-skill",
                  "native_id": "agentpack-bundle:secret-skill", "winner": "package"},
@@ -295,6 +302,10 @@ mod tests {
         assert_eq!(omitted.0["artifact names"], 2);
         assert_eq!(omitted.0["paths"], 1);
         assert_eq!(omitted.0["unrecognized values"], 2);
+        assert_eq!(
+            (capsule["samples"].clone(), omitted.0["sampling reasons"]),
+            (json!(60), 1)
+        );
         let (capsule, _) = capsule_of_version("2.1.328 (secret build)");
         assert!(capsule["client_version"].is_null());
     }

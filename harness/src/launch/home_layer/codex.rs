@@ -285,13 +285,7 @@ pub(crate) fn prepare(
     request: &HomeLayerRequest<'_>,
     prepared: &mut PreparedHome,
 ) -> Result<(), HomeLayerError> {
-    let staged = request.generation.join(crate::render::codex::ROOT);
-    if !staged.is_dir() {
-        return Err(HomeLayerError::MissingTree {
-            path: request.generation.to_path_buf(),
-            what: format!("{}/", crate::render::codex::ROOT),
-        });
-    }
+    let staged = request.staged_tree(crate::render::codex::ROOT)?;
     let home = codex_home_dir(
         request.staging_root_override,
         request.project_hash,
@@ -406,9 +400,6 @@ pub(crate) fn prepare(
         ensure_symlink(&home.join(name), &real.join(name))?;
     }
 
-    prepared
-        .env
-        .insert(ENV_VAR.into(), home.clone().into_os_string());
     prepared.root = Some(home);
     Ok(())
 }

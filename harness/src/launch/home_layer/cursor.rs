@@ -30,13 +30,7 @@ pub(crate) fn prepare(
     request: &HomeLayerRequest<'_>,
     prepared: &mut PreparedHome,
 ) -> Result<(), HomeLayerError> {
-    let bundle = request.generation.join(crate::render::cursor::BUNDLE);
-    if !bundle.is_dir() {
-        return Err(HomeLayerError::MissingTree {
-            path: request.generation.to_path_buf(),
-            what: format!("{}/", crate::render::cursor::BUNDLE),
-        });
-    }
+    let bundle = request.staged_tree(crate::render::cursor::BUNDLE)?;
     let fake_home = request.layer_dir().join("cursor-home");
     let dot_cursor = fake_home.join(".cursor");
     fsops::private_dir(&dot_cursor)?;
@@ -121,7 +115,6 @@ pub(crate) fn prepare(
     }
 
     let env = &mut prepared.env;
-    env.insert(ENV_VAR.into(), fake_home.clone().into_os_string());
     env.insert("CURSOR_CONFIG_DIR".into(), dot_cursor.into_os_string());
     if !request.user.is_set("CURSOR_DATA_DIR") {
         env.insert("CURSOR_DATA_DIR".into(), real.clone().into_os_string());

@@ -12,6 +12,12 @@ use std::path::Path;
 
 use super::HomeLayerError;
 
+impl From<agentpack_fs::FsError> for HomeLayerError {
+    fn from(err: agentpack_fs::FsError) -> Self {
+        io_error(err.action, &err.path, err.source)
+    }
+}
+
 pub(crate) fn io_error(
     action: &'static str,
     path: &Path,
@@ -63,8 +69,7 @@ pub(crate) fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), Hom
         durability: agentpack_fs::Durability::None,
         temp: agentpack_fs::TempName::Hidden,
     };
-    agentpack_fs::write_file(path, bytes, &options)
-        .map_err(|err| io_error(err.action, &err.path, err.source))
+    Ok(agentpack_fs::write_file(path, bytes, &options)?)
 }
 
 /// Makes `link` a symbolic link to `target`, replacing a link that points elsewhere (atomically) and
@@ -86,13 +91,12 @@ pub(crate) fn ensure_symlink(link: &Path, target: &Path) -> Result<(), HomeLayer
     if let Some(parent) = link.parent() {
         plain_dir(parent)?;
     }
-    agentpack_fs::write_symlink(
+    Ok(agentpack_fs::write_symlink(
         target,
         link,
         agentpack_fs::TempName::Hidden,
         agentpack_fs::Durability::None,
-    )
-    .map_err(|err| io_error(err.action, &err.path, err.source))
+    )?)
 }
 
 /// Removes whatever is at `path` (a link, a file or a directory this layer made). Missing is fine.

@@ -29,13 +29,7 @@ pub(crate) fn prepare(
     request: &HomeLayerRequest<'_>,
     prepared: &mut PreparedHome,
 ) -> Result<(), HomeLayerError> {
-    let staged = request.generation.join("grok");
-    if !staged.is_dir() {
-        return Err(HomeLayerError::MissingTree {
-            path: request.generation.to_path_buf(),
-            what: "grok/".into(),
-        });
-    }
+    let staged = request.staged_tree(crate::agent::Agent::Grok.profile().staged_root)?;
     let home = request
         .state_dir
         .join("grok-homes")
@@ -86,9 +80,6 @@ pub(crate) fn prepare(
         }
     }
 
-    prepared
-        .env
-        .insert(ENV_VAR.into(), home.clone().into_os_string());
     prepared.root = Some(home);
     Ok(())
 }

@@ -132,6 +132,20 @@ impl HomeLayerRequest<'_> {
         generation_id(self.generation)
     }
 
+    /// The generation's `relative` directory (the tree a layer is made from), or
+    /// [`HomeLayerError::MissingTree`] when the generation has none.
+    fn staged_tree(&self, relative: &str) -> Result<PathBuf, HomeLayerError> {
+        let tree = self.generation.join(relative);
+        if tree.is_dir() {
+            Ok(tree)
+        } else {
+            Err(HomeLayerError::MissingTree {
+                path: self.generation.to_path_buf(),
+                what: format!("{relative}/"),
+            })
+        }
+    }
+
     fn layer_dir(&self) -> PathBuf {
         self.state_dir
             .join("homes")
@@ -187,6 +201,12 @@ pub fn prepare(request: &HomeLayerRequest<'_>) -> Result<PreparedHome, HomeLayer
     let profile = request.agent.profile();
     if let Some(prepare) = profile.home_layer.prepare {
         prepare(request, &mut prepared)?;
+    }
+    // The row's variable points the agent at the root its layer made.
+    if let (Some(var), Some(root)) = (profile.home_layer.env_var, &prepared.root) {
+        prepared
+            .env
+            .insert(var.into(), root.clone().into_os_string());
     }
     if let Some(spec) = &profile.workspace_link {
         let target = request.generation.join(spec.generation_dir);

@@ -35,13 +35,7 @@ pub(crate) fn prepare(
     request: &HomeLayerRequest<'_>,
     prepared: &mut PreparedHome,
 ) -> Result<(), HomeLayerError> {
-    let staged = request.generation.join(crate::render::opencode::ROOT);
-    if !staged.is_dir() {
-        return Err(HomeLayerError::MissingTree {
-            path: request.generation.to_path_buf(),
-            what: format!("{}/", crate::render::opencode::ROOT),
-        });
-    }
+    let staged = request.staged_tree(crate::render::opencode::ROOT)?;
     let root = request.layer_dir().join("opencode");
     fsops::private_dir(&root)?;
     prepared.mirror_reused =
@@ -70,9 +64,6 @@ pub(crate) fn prepare(
         &crate::json_bytes(&merged),
         0o600,
     )?;
-    prepared
-        .env
-        .insert(ENV_VAR.into(), root.clone().into_os_string());
     // Staged language servers come with OpenCode's lsp tool (the conversion table), unless the
     // user set the variable themselves.
     if stages_language_servers(&pack) && !request.user.is_set(LSP_TOOL_VAR) {

@@ -102,14 +102,8 @@ pub fn check_conflicts(
                                 .into(),
                         });
                     }
-                } else if let Some(parent) = theirs
-                    .as_ref()
-                    .and_then(|d| first_non_object(d, &edit.path[..edit.path.len() - 1]))
-                {
-                    conflicts.push(Conflict {
-                        what: edit.describe(),
-                        reason: format!("`{parent}` is not a JSON object"),
-                    });
+                } else {
+                    conflicts.extend(parent_conflict(theirs.as_ref(), &edit));
                 }
             }
             EditKind::Entry => match theirs.as_ref().and_then(|d| get(d, &edit.path)) {
@@ -126,17 +120,7 @@ pub fn check_conflicts(
                     what: edit.describe(),
                     reason: "is not a JSON array".into(),
                 }),
-                None => {
-                    if let Some(parent) = theirs
-                        .as_ref()
-                        .and_then(|d| first_non_object(d, &edit.path[..edit.path.len() - 1]))
-                    {
-                        conflicts.push(Conflict {
-                            what: edit.describe(),
-                            reason: format!("`{parent}` is not a JSON object"),
-                        });
-                    }
-                }
+                None => conflicts.extend(parent_conflict(theirs.as_ref(), &edit)),
             },
         }
         if !drop {
@@ -145,6 +129,16 @@ pub fn check_conflicts(
     }
     plan.edits = kept;
     conflicts
+}
+
+/// The conflict of an edit whose place is missing from `theirs` because a parent of it is not a
+/// JSON object (so the edit cannot add it).
+fn parent_conflict(theirs: Option<&Value>, edit: &JsonEdit) -> Option<Conflict> {
+    let parent = first_non_object(theirs?, &edit.path[..edit.path.len() - 1])?;
+    Some(Conflict {
+        what: edit.describe(),
+        reason: format!("`{parent}` is not a JSON object"),
+    })
 }
 
 pub(super) fn get<'a>(document: &'a Value, path: &[String]) -> Option<&'a Value> {

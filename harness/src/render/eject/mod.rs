@@ -23,7 +23,7 @@
 //! rule lives.
 //!
 //! Submodules: [`register`] (per agent, where the copy is registered; each agent's function is
-//! its [`crate::agent::AgentProfile::eject`]), `conflicts` (what eject will not replace), `edits`
+//! its row's [`crate::agent::Eject::register`]), `conflicts` (what eject will not replace), `edits`
 //! (JSON and format-preserving TOML edits and their undo).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,6 +33,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::agent::Agent;
+use crate::plan::SecretLayer;
 
 mod conflicts;
 mod edits;
@@ -76,6 +77,37 @@ pub fn refusal(agent: Agent) -> Option<String> {
             agent.profile().launcher.subcommand
         )
     })
+}
+
+/// The agent among `agents` whose secret-bearing MCP values eject must have rendered in memory
+/// (its [`crate::agent::Eject::secret_warnings`] is set): the stage step returns its
+/// [`SecretLayer`] for [`secret_warnings`].
+pub fn secrets_agent(agents: &[Agent]) -> Option<Agent> {
+    agents.iter().copied().find(|agent| {
+        agent
+            .profile()
+            .eject
+            .as_ref()
+            .is_some_and(|eject| eject.secret_warnings.is_some())
+    })
+}
+
+/// What the ejected copies of `agents` lack because their agent keeps secret values out of the
+/// generation, from the layers the stage step rendered (`secrets`, by agent). Never includes a
+/// value.
+pub fn secret_warnings(agents: &[Agent], secrets: &BTreeMap<Agent, SecretLayer>) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for agent in agents {
+        let warn = agent
+            .profile()
+            .eject
+            .as_ref()
+            .and_then(|eject| eject.secret_warnings);
+        if let (Some(warn), Some(layer)) = (warn, secrets.get(agent)) {
+            warnings.extend(warn(layer));
+        }
+    }
+    warnings
 }
 
 /// Parses an agent name as eject accepts it (`antigravity` is accepted for `agy`,
@@ -266,8 +298,12 @@ pub fn plan(
                 });
             }
         }
-        if let Some(register) = agent.profile().eject {
-            register(&rewritten, eject_root, &mut plan);
+        if let Some(eject) = &agent.profile().eject {
+            for dir in eject.dirs {
+                let staged = format!("{}/{}", staged_root(*agent), dir.staged);
+                copy_dir(&rewritten, &staged, dir.project, dir.units, &mut plan);
+            }
+            (eject.register)(&rewritten, eject_root, &mut plan);
         }
     }
     let mut seen = BTreeSet::new();

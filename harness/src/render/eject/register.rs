@@ -1,6 +1,7 @@
-//! Where each agent's ejected copy is registered in the project: one function per agent, the
-//! agent's [`crate::agent::AgentProfile::eject`], plus the MCP, credential and hook merges they
-//! share. Pure: it only adds files, edits and messages to the [`EjectPlan`].
+//! Where each agent's ejected copy is registered in the project: one function per agent, its
+//! row's [`crate::agent::Eject::register`] (the directories eject copies are the row's
+//! [`crate::agent::Eject::dirs`]), plus the MCP, credential and hook merges they share. Pure: it
+//! only adds files, edits and messages to the [`EjectPlan`].
 
 use serde_json::Value;
 
@@ -15,16 +16,27 @@ fn merge_servers(files: &[SourceFile], source: &str, target: &str, plan: &mut Ej
         return;
     };
     if let Some(servers) = value.get("mcpServers").and_then(Value::as_object) {
-        for (name, server) in servers {
-            refuse_credentials(name, server, plan);
-            warn_secret_references(name, server, plan);
-            plan.edits.push(JsonEdit {
-                file: target.to_owned(),
-                path: vec!["mcpServers".into(), name.clone()],
-                kind: EditKind::Key,
-                value: server.clone(),
-            });
-        }
+        register_servers(servers, target, "mcpServers", plan);
+    }
+}
+
+/// Each server of `servers` as the key `<table>.<name>` of `target`, once it passed the
+/// credential refusal and the secret-reference warning.
+fn register_servers(
+    servers: &serde_json::Map<String, Value>,
+    target: &str,
+    table: &str,
+    plan: &mut EjectPlan,
+) {
+    for (name, server) in servers {
+        refuse_credentials(name, server, plan);
+        warn_secret_references(name, server, plan);
+        plan.edits.push(JsonEdit {
+            file: target.to_owned(),
+            path: vec![table.into(), name.clone()],
+            kind: EditKind::Key,
+            value: server.clone(),
+        });
     }
 }
 
@@ -121,16 +133,7 @@ fn merge_toml_servers(file: &SourceFile, eject_root: &str, plan: &mut EjectPlan)
     let Some(servers) = value.get("mcp_servers").and_then(Value::as_object) else {
         return;
     };
-    for (name, server) in servers {
-        refuse_credentials(name, server, plan);
-        warn_secret_references(name, server, plan);
-        plan.edits.push(JsonEdit {
-            file: CODEX_PROJECT_CONFIG.to_owned(),
-            path: vec!["mcp_servers".into(), name.clone()],
-            kind: EditKind::Key,
-            value: server.clone(),
-        });
-    }
+    register_servers(servers, CODEX_PROJECT_CONFIG, "mcp_servers", plan);
     if !servers.is_empty() {
         let project = eject_root
             .strip_suffix(EJECT_DIR)
@@ -170,6 +173,16 @@ pub fn codex_secret_warnings(secret_config: &toml::Table) -> Vec<String> {
         }
     }
     warnings
+}
+
+/// [`codex_secret_warnings`] of the launcher's fragment of Codex's layer (Codex's
+/// [`crate::agent::Eject::secret_warnings`]).
+pub(crate) fn codex_layer_secret_warnings(layer: &crate::plan::SecretLayer) -> Vec<String> {
+    layer
+        .config_toml
+        .as_ref()
+        .map(codex_secret_warnings)
+        .unwrap_or_default()
 }
 
 /// Each event's entries of `{"hooks": {event: [...]}}` as array entries of `target`.
@@ -216,30 +229,10 @@ fn anchor_codex_specs(value: &mut Value, eject_root: &str) {
     }
 }
 
-/// Claude Code: `.claude/` skills, commands and agents, `.mcp.json`, `.claude/settings.json`.
+/// Claude Code (after the row's `.claude/` skills, commands and agents): `.mcp.json`,
+/// `.claude/settings.json`.
 pub(crate) fn claude(files: &[SourceFile], _eject_root: &str, plan: &mut EjectPlan) {
     let bundle = staged_root(Agent::Claude);
-    copy_dir(
-        files,
-        &format!("{bundle}/skills"),
-        ".claude/skills",
-        true,
-        plan,
-    );
-    copy_dir(
-        files,
-        &format!("{bundle}/commands"),
-        ".claude/commands",
-        false,
-        plan,
-    );
-    copy_dir(
-        files,
-        &format!("{bundle}/agents"),
-        ".claude/agents",
-        false,
-        plan,
-    );
     merge_servers(files, &format!("{bundle}/.mcp.json"), ".mcp.json", plan);
     if let Some(file) = find(files, &format!("{bundle}/hooks/hooks.json")) {
         if let Some(value) = parse_json(file, plan) {
@@ -277,37 +270,10 @@ pub(crate) fn claude(files: &[SourceFile], _eject_root: &str, plan: &mut EjectPl
     }
 }
 
-/// Cursor: `.cursor/` rules, commands, agents and skills, `.cursor/mcp.json`, `.cursor/hooks.json`.
+/// Cursor (after the row's `.cursor/` rules, commands, agents and skills): `.cursor/mcp.json`,
+/// `.cursor/hooks.json`.
 pub(crate) fn cursor(files: &[SourceFile], _eject_root: &str, plan: &mut EjectPlan) {
-    let bundle = "cursor/agentpack-bundle";
-    copy_dir(
-        files,
-        &format!("{bundle}/rules"),
-        ".cursor/rules",
-        false,
-        plan,
-    );
-    copy_dir(
-        files,
-        &format!("{bundle}/commands"),
-        ".cursor/commands",
-        false,
-        plan,
-    );
-    copy_dir(
-        files,
-        &format!("{bundle}/agents"),
-        ".cursor/agents",
-        false,
-        plan,
-    );
-    copy_dir(
-        files,
-        &format!("{bundle}/skills"),
-        ".cursor/skills",
-        true,
-        plan,
-    );
+    let bundle = crate::render::cursor::BUNDLE;
     merge_servers(
         files,
         &format!("{bundle}/mcp.json"),
@@ -329,16 +295,15 @@ pub(crate) fn cursor(files: &[SourceFile], _eject_root: &str, plan: &mut EjectPl
     }
 }
 
-/// Codex: `.agents/skills/`, `.codex/agents/`, `.codex/config.toml`, `.codex/hooks.json`.
+/// Codex (after the row's `.agents/skills/` and `.codex/agents/`): `.codex/config.toml`,
+/// `.codex/hooks.json`.
 pub(crate) fn codex(files: &[SourceFile], eject_root: &str, plan: &mut EjectPlan) {
-    copy_dir(files, "codex-home/skills", ".agents/skills", true, plan);
     if let Some(file) = find(files, "codex-home/config.toml") {
         merge_toml_servers(file, eject_root, plan);
     }
-    // Custom agents and hooks: Codex reads a trusted project's `.codex/agents/<name>.toml`
-    // and `.codex/hooks.json` (Claude Code's hook format), like its MCP servers (checked
-    // with Codex 0.171.0: `hooks/list` reports them with source `project`).
-    copy_dir(files, "codex-home/agents", ".codex/agents", false, plan);
+    // Hooks (and custom agents, copied by the row's `dirs`): Codex reads a trusted project's
+    // `.codex/hooks.json` (Claude Code's hook format) and `.codex/agents/<name>.toml`, like its
+    // MCP servers (checked with Codex 0.171.0: `hooks/list` reports them with source `project`).
     if let Some(file) = find(files, "codex-home/hooks.json") {
         if let Some(mut value) = parse_json(file, plan) {
             anchor_codex_specs(&mut value, eject_root);

@@ -137,6 +137,26 @@ fn codex_secret_values_are_named_never_shown() {
 }
 
 #[test]
+fn the_rows_say_which_agent_eject_renders_secrets_for() {
+    assert_eq!(
+        secrets_agent(&[Agent::Claude, Agent::Codex]),
+        Some(Agent::Codex)
+    );
+    assert_eq!(secrets_agent(&[Agent::Claude, Agent::Cursor]), None);
+    let layer = SecretLayer {
+        config_toml: Some(
+            toml::from_str("[mcp_servers.api.env]\nAPI_KEY = \"sk-secret\"\n").unwrap(),
+        ),
+        ..SecretLayer::default()
+    };
+    let secrets = BTreeMap::from([(Agent::Codex, layer)]);
+    let warnings = secret_warnings(&[Agent::Claude, Agent::Codex], &secrets);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("`api` (codex)") && warnings[0].contains("env API_KEY"));
+    assert!(secret_warnings(&[Agent::Claude], &secrets).is_empty());
+}
+
+#[test]
 fn toml_merge_keeps_the_users_text_and_unmerge_gives_it_back() {
     let original = "# my codex settings\nmodel = \"o3\" # inline\n\n[mcp_servers.mine]\ncommand = \"mine\"\n\n[profiles.x]\nmodel = \"y\"\n";
     let edit = JsonEdit {

@@ -227,6 +227,17 @@ pub(super) fn spec_bytes(spec: &HookSpec) -> Vec<u8> {
     crate::json_bytes(&serde_json::to_value(spec).unwrap_or(Value::Null))
 }
 
+/// One handler in Claude Code's group shape: `{"matcher": ..., "hooks": [handler]}` (no
+/// `matcher` when it has none).
+fn matcher_group(matcher: Option<String>, handler: Map<String, Value>) -> Value {
+    let mut group = Map::new();
+    if let Some(matcher) = matcher {
+        group.insert("matcher".into(), json!(matcher));
+    }
+    group.insert("hooks".into(), json!([handler]));
+    Value::Object(group)
+}
+
 /// Renders the hook file of `agent` (and its spec files) at `hook_file` (relative to the
 /// generation root). Grok is not rendered here (its bundle carries the package files unchanged).
 pub fn render(
@@ -248,15 +259,10 @@ pub fn render(
             let mut index = 0;
             for item in planned {
                 if let Some(handler) = item.passthrough {
-                    let mut group = Map::new();
-                    if let Some(matcher) = item.matcher {
-                        group.insert("matcher".into(), json!(matcher));
-                    }
-                    group.insert("hooks".into(), json!([handler]));
                     events
                         .entry(item.event)
                         .or_default()
-                        .push(Value::Object(group));
+                        .push(matcher_group(item.matcher, handler));
                     continue;
                 }
                 index += 1;
@@ -294,12 +300,7 @@ pub fn render(
                     handler.insert("type".into(), json!("command"));
                     handler.insert("command".into(), json!(command));
                     handler.extend(item.outer);
-                    let mut group = Map::new();
-                    if let Some(matcher) = item.matcher {
-                        group.insert("matcher".into(), json!(matcher));
-                    }
-                    group.insert("hooks".into(), json!([handler]));
-                    list.push(Value::Object(group));
+                    list.push(matcher_group(item.matcher, handler));
                 }
             }
             let events: Map<String, Value> = events

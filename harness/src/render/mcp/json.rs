@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::staged::is_var_name;
+use super::staged::{is_var_name, map_references};
 use super::*;
 use crate::agent::{Agent, OAuthFields, ReferenceSyntax};
 use crate::plan::SecretLayer;
@@ -13,28 +13,9 @@ use crate::plan::SecretLayer;
 pub(super) fn reference_syntax(agent: Agent, text: &str) -> String {
     match agent.profile().mcp.references {
         ReferenceSyntax::DollarEnv => text.replace("${", "${env:"),
-        ReferenceSyntax::BraceEnv => {
-            let mut out = String::new();
-            let mut rest = text;
-            while let Some(start) = rest.find("${") {
-                out.push_str(&rest[..start]);
-                let after = &rest[start + 2..];
-                match after.find('}') {
-                    Some(end) if is_var_name(&after[..end]) => {
-                        out.push_str("{env:");
-                        out.push_str(&after[..end]);
-                        out.push('}');
-                        rest = &after[end + 1..];
-                    }
-                    _ => {
-                        out.push_str("${");
-                        rest = after;
-                    }
-                }
-            }
-            out.push_str(rest);
-            out
-        }
+        ReferenceSyntax::BraceEnv => map_references(text, |inner| {
+            is_var_name(inner).then(|| format!("{{env:{inner}}}"))
+        }),
         ReferenceSyntax::Dollar => text.to_string(),
     }
 }
@@ -63,12 +44,8 @@ impl Ctx<'_> {
             StagedValue::Reference(_) | StagedValue::Template(_) => {
                 reference_syntax(self.agent, value)
             }
-            StagedValue::Secret => {
-                // A secret template is kept as written: the launcher expands it at each launch.
-                let var = secret_var(self.name, what);
-                self.secrets.env.insert(var.clone(), value.to_string());
-                reference_syntax(self.agent, &format!("${{{var}}}"))
-            }
+            // A secret template is kept as written: the launcher expands it at each launch.
+            StagedValue::Secret => self.given_at_launch(value, what),
         }
     }
 

@@ -27,6 +27,7 @@ mod tests;
 mod toml_servers;
 
 pub use json::{render_json_servers, render_opencode};
+pub(crate) use staged::map_references;
 pub use staged::{
     arg_secret, expand_references, plugin_data_prefix, secret_var, staged_args, staged_form,
     staged_url, staged_value, template_is_store_safe, StagedValue, TEMPLATE_SCHEME_WORDS,

@@ -35,24 +35,7 @@ pub const TEMPLATE_SCHEME_WORDS: [&str; 4] = ["Bearer", "Basic", "Token", "token
 /// (a digit, a letter outside those words, or any other character makes it secret-bearing).
 /// `${VAR:-default}` and other non-references count as text, so their default is covered too.
 pub fn template_is_store_safe(value: &str) -> bool {
-    let mut literal = String::new();
-    let mut rest = value;
-    while let Some(start) = rest.find("${") {
-        literal.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        match after.find('}') {
-            Some(end) if is_var_name(&after[..end]) => {
-                literal.push(' ');
-                rest = &after[end + 1..];
-            }
-            _ => {
-                literal.push_str("${");
-                rest = after;
-            }
-        }
-    }
-    literal.push_str(rest);
-    literal
+    map_references(value, |inner| is_var_name(inner).then(|| " ".to_owned()))
         .split(|c: char| c.is_whitespace() || c.is_ascii_punctuation())
         .filter(|word| !word.is_empty())
         .all(|word| TEMPLATE_SCHEME_WORDS.contains(&word))
@@ -166,39 +149,60 @@ pub fn expand_references(
     text: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> (String, Vec<String>) {
-    let mut out = String::new();
     let mut unset = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let Some(end) = after.find('}') else {
-            out.push_str("${");
-            rest = after;
-            continue;
-        };
-        let inner = &after[..end];
+    let out = map_references(text, |inner| {
         let (name, default) = match inner.split_once(":-") {
             Some((name, default)) => (name, Some(default)),
             None => (inner, None),
         };
         if !is_var_name(name) {
-            out.push_str("${");
-            rest = after;
-            continue;
+            return None;
         }
-        match (
-            lookup(name).filter(|v| !v.is_empty() || default.is_none()),
-            default,
-        ) {
-            (Some(value), _) => out.push_str(&value),
-            (None, Some(default)) => out.push_str(default),
-            (None, None) => unset.push(name.to_string()),
+        Some(
+            match (
+                lookup(name).filter(|v| !v.is_empty() || default.is_none()),
+                default,
+            ) {
+                (Some(value), _) => value,
+                (None, Some(default)) => default.to_owned(),
+                (None, None) => {
+                    unset.push(name.to_string());
+                    String::new()
+                }
+            },
+        )
+    });
+    (out, unset)
+}
+
+/// The one `${...}` scanner: `text` with each `${<inner>}` (up to the first `}` after it)
+/// replaced by what `replace` answers for `<inner>`. `None` keeps that `${` as written, and the
+/// scan goes on right after it; text outside references, and a `${` never closed, stay as they are.
+pub(crate) fn map_references(
+    text: &str,
+    mut replace: impl FnMut(&str) -> Option<String>,
+) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after
+            .find('}')
+            .and_then(|end| Some((end, replace(&after[..end])?)))
+        {
+            Some((end, replacement)) => {
+                out.push_str(&replacement);
+                rest = &after[end + 1..];
+            }
+            None => {
+                out.push_str("${");
+                rest = after;
+            }
         }
-        rest = &after[end + 1..];
     }
     out.push_str(rest);
-    (out, unset)
+    out
 }
 
 pub(super) fn is_var_name(name: &str) -> bool {

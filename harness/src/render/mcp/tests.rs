@@ -253,3 +253,18 @@ fn relative_cwd_runs_in_the_plugin_copy() {
     assert_eq!(server.env["DATA"], "/data/m/db");
     assert_eq!(server.cwd.as_deref(), Some("/gen/plugin-roots/abc/server"));
 }
+
+#[test]
+fn the_reference_scanner_replaces_what_it_is_given_and_keeps_the_rest() {
+    let angle = |inner: &str| staged::is_var_name(inner).then(|| format!("<{inner}>"));
+    assert_eq!(
+        map_references("a ${X} b ${not-a-name} c ${Y", angle),
+        "a <X> b ${not-a-name} c ${Y"
+    );
+    // A refused `${` is kept and the scan goes on right after it.
+    assert_eq!(map_references("${${X}}", angle), "${<X>}");
+    assert_eq!(
+        map_references("x${A}y${B:-d}z${", |_| Some(String::new())),
+        "xyz${"
+    );
+}

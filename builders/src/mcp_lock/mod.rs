@@ -6,7 +6,8 @@
 //! an npx server's dependency tree is locked with npm; ranges, Git and tarball specs and
 //! `npx --package` are unpinned; PyPI and docker servers are recorded, not resolved; remote servers
 //! and other commands are unpinnable. A record applies only while its `definition` digest matches.
-//! [`launches_for`] / [`prepare_launches`] give the generation builder what to write instead.
+//! [`launches_for`] / [`prepare_launches`] give the generation builder what to write instead
+//! ([`launch`]: the mcp-exec spec store paths of tree-locked servers and the launches).
 //!
 //! It must never put an env value, a header or an OAuth setting into a record, never move a pin
 //! without `update`, and never accept a refreshed version whose integrity changed.
@@ -15,20 +16,23 @@
 // command on a cold path, so their size does not matter.
 #![allow(clippy::result_large_err)]
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use agentpack_harness::render::mcp::McpSource;
-use agentpack_harness::{McpLaunch, McpServer, MergedServer};
+use agentpack_harness::{McpServer, MergedServer};
 use agentpack_lockfile::keys::{mcp_definition_digest, DefinitionInput};
 use agentpack_lockfile::{Lockfile, McpRecord, McpStatus};
-use agentpack_store::{Store, StoreError, StorePath, StorePathName};
 
-use crate::npm::exec_spec::{ExecSpec, EXEC_SPEC_FILE};
 use crate::npm::registry::{registry_for, RegistryClient, RegistryError};
 use crate::npm::spec::{classify, Launch, NpmInvocation, NpmRunner};
 use crate::npm::tree::{lock_tree, tree_digest};
-use crate::npm::tree_store::tree_root_name;
+
+mod launch;
+
+pub use launch::{
+    launches_for, plan_exec_specs, prepare_launches, publish_exec_specs,
+    publish_planned_exec_specs, ExecSpecs, PlannedExecSpec, PlannedExecSpecs, PreparedLaunches,
+};
 
 /// How [`record`] may behave.
 #[derive(Debug, Clone, Default)]
@@ -177,497 +181,322 @@ pub fn record(
     old: &Lockfile,
     options: &McpLockOptions,
 ) -> Result<McpLockOutcome, McpLockError> {
-    let mut client = None;
-    let mut outcome = McpLockOutcome::default();
+    let mut recorder = McpRecorder::new(options);
+    let mut records = Vec::new();
     for server in servers {
-        let previous = old.mcp_server(&server.name);
-        if let Some(record) = record_server(
-            server,
-            previous,
-            options,
-            &mut client,
-            &mut outcome.warnings,
-        )? {
-            outcome.records.push(record);
+        if let Some(record) = recorder.record_server(server, old.mcp_server(&server.name))? {
+            records.push(record);
         }
     }
-    outcome.records.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(outcome)
+    records.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(McpLockOutcome {
+        records,
+        warnings: recorder.warnings,
+    })
 }
 
-fn client_of<'c>(
-    slot: &'c mut Option<RegistryClient>,
-    options: &McpLockOptions,
-) -> Result<&'c RegistryClient, McpLockError> {
-    let client = match slot.take() {
-        Some(client) => client,
-        None => RegistryClient::with_limits(options.limits)?,
-    };
-    Ok(slot.insert(client))
+/// Records servers one at a time with one set of options, sharing the registry client (made when
+/// a server first needs it) and collecting the warnings.
+#[derive(Debug)]
+pub struct McpRecorder<'o> {
+    options: &'o McpLockOptions,
+    client: Option<RegistryClient>,
+    /// Warnings so far (a tree left unlocked, a record kept because the registry failed...), for
+    /// the cli to print.
+    pub warnings: Vec<String>,
 }
 
-/// Records one server; `None` when it is left without a record (unreachable registry under
-/// `tolerate_unreachable`).
-pub fn record_server(
-    server: &MergedServer,
-    previous: Option<&McpRecord>,
-    options: &McpLockOptions,
-    client: &mut Option<RegistryClient>,
-    warnings: &mut Vec<String>,
-) -> Result<Option<McpRecord>, McpLockError> {
-    let definition = &server.server;
-    let digest = definition_digest(definition);
-    let launch = classify(
-        definition.command.as_deref(),
-        &definition.args,
-        definition.url.as_deref(),
-    );
-    let source = source_label(&server.source);
-    let new = |status| McpRecord::new(&server.name, source, launch.launcher(), status, &digest);
-    let record = match &launch {
-        Launch::Remote { host } => {
-            let mut r = new(McpStatus::Unpinnable);
-            r.host.clone_from(host);
-            r.reason = Some("a remote server: what it runs is decided by its host".into());
-            r
+impl<'o> McpRecorder<'o> {
+    /// A recorder with no client yet and no warnings.
+    pub fn new(options: &'o McpLockOptions) -> Self {
+        McpRecorder {
+            options,
+            client: None,
+            warnings: Vec::new(),
         }
-        Launch::Command { command } => {
-            let mut r = new(McpStatus::Unpinnable);
-            r.command = Some(command.clone());
-            r.reason = Some("a local command agentpack cannot pin".into());
-            r
-        }
-        Launch::Pypi { requested } => {
-            let exact = requested.as_deref().and_then(|s| s.split_once("=="));
-            let mut r = new(if exact.is_some() {
-                McpStatus::Pinned
-            } else {
-                McpStatus::Unpinned
-            });
-            r.requested.clone_from(requested);
-            if let Some((package, version)) = exact {
-                r.package = Some(package.to_owned());
-                r.version = Some(version.to_owned());
-            } else {
-                r.reason = Some(
+    }
+
+    fn client(&mut self) -> Result<&RegistryClient, McpLockError> {
+        let client = match self.client.take() {
+            Some(client) => client,
+            None => RegistryClient::with_limits(self.options.limits)?,
+        };
+        Ok(self.client.insert(client))
+    }
+
+    /// Records one server; `None` when it is left without a record (unreachable registry under
+    /// `tolerate_unreachable`). `previous` is its record in the old lock.
+    pub fn record_server(
+        &mut self,
+        server: &MergedServer,
+        previous: Option<&McpRecord>,
+    ) -> Result<Option<McpRecord>, McpLockError> {
+        let definition = &server.server;
+        let digest = definition_digest(definition);
+        let launch = classify(
+            definition.command.as_deref(),
+            &definition.args,
+            definition.url.as_deref(),
+        );
+        let source = source_label(&server.source);
+        let new = |status| McpRecord::new(&server.name, source, launch.launcher(), status, &digest);
+        let record = match &launch {
+            Launch::Remote { host } => {
+                let mut r = new(McpStatus::Unpinnable);
+                r.host.clone_from(host);
+                r.reason = Some("a remote server: what it runs is decided by its host".into());
+                r
+            }
+            Launch::Command { command } => {
+                let mut r = new(McpStatus::Unpinnable);
+                r.command = Some(command.clone());
+                r.reason = Some("a local command agentpack cannot pin".into());
+                r
+            }
+            Launch::Pypi { requested } => {
+                let exact = requested.as_deref().and_then(|s| s.split_once("=="));
+                let mut r = new(if exact.is_some() {
+                    McpStatus::Pinned
+                } else {
+                    McpStatus::Unpinned
+                });
+                r.requested.clone_from(requested);
+                if let Some((package, version)) = exact {
+                    r.package = Some(package.to_owned());
+                    r.version = Some(version.to_owned());
+                } else {
+                    r.reason = Some(
                     "PyPI servers are recorded, not resolved; write pkg==1.2.3 to fix what runs"
                         .into(),
                 );
+                }
+                r
             }
-            r
-        }
-        Launch::Docker { image } => {
-            let pinned = image.as_deref().is_some_and(|i| i.contains("@sha256:"));
-            let mut r = new(if pinned {
-                McpStatus::Pinned
-            } else {
-                McpStatus::Unpinned
-            });
-            r.requested.clone_from(image);
-            if !pinned {
-                r.reason = Some(
+            Launch::Docker { image } => {
+                let pinned = image.as_deref().is_some_and(|i| i.contains("@sha256:"));
+                let mut r = new(if pinned {
+                    McpStatus::Pinned
+                } else {
+                    McpStatus::Unpinned
+                });
+                r.requested.clone_from(image);
+                if !pinned {
+                    r.reason = Some(
                     "docker servers are recorded, not resolved; write image@sha256:... to fix what runs"
                         .into(),
                 );
-            }
-            r
-        }
-        Launch::Npm(invocation) => {
-            return record_npm(
-                server, invocation, &digest, previous, options, client, warnings,
-            )
-        }
-    };
-    Ok(Some(record))
-}
-
-fn record_npm(
-    server: &MergedServer,
-    invocation: &NpmInvocation,
-    digest: &str,
-    previous: Option<&McpRecord>,
-    options: &McpLockOptions,
-    client: &mut Option<RegistryClient>,
-    warnings: &mut Vec<String>,
-) -> Result<Option<McpRecord>, McpLockError> {
-    let source = source_label(&server.source);
-    let mut record = McpRecord::new(&server.name, source, "npm", McpStatus::Unpinned, digest);
-    record.requested.clone_from(&invocation.requested);
-    let request = match &invocation.request {
-        Ok(request) => request,
-        Err(reason) => {
-            record.reason = Some(reason.clone());
-            return Ok(Some(record));
-        }
-    };
-    let registry = registry_for(&server.server.env, options.environment_registry.as_deref());
-    // A registry the server's own env names is part of what it asks for; one the environment
-    // names is where this machine looks, and does not unpin what the lock already has (a plain
-    // `lock` needs no registry for pinned servers; `lock --update` re-resolves against it).
-    let registry_from_server = server
-        .server
-        .env
-        .iter()
-        .any(|(k, v)| k.eq_ignore_ascii_case("npm_config_registry") && !v.contains("${"));
-    let reusable = previous.filter(|p| {
-        !options.update
-            && definition_matches(&p.definition, &server.server)
-            && p.status == McpStatus::Pinned
-            && p.package.as_deref() == Some(request.name.as_str())
-            && (p.registry.as_deref() == Some(registry.as_str()) || !registry_from_server)
-            && p.registry.is_some()
-            && p.version.is_some()
-            && p.integrity.is_some()
-    });
-    if let Some(kept) = reusable {
-        let mut kept = kept.clone();
-        kept.source = source.to_owned();
-        digest.clone_into(&mut kept.definition);
-        let registry = kept.registry.clone().unwrap_or(registry);
-        let needs_tree = invocation.runner == NpmRunner::Npx && kept.tree.is_empty();
-        if needs_tree && options.npm.is_some() {
-            // Locks made before trees were recorded get them at the version they already pin.
-            let exact = crate::npm::spec::PackageRequest {
-                name: request.name.clone(),
-                version: crate::npm::spec::VersionRequest::Exact(
-                    kept.version.clone().unwrap_or_default(),
-                ),
-            };
-            match client_of(client, options)?.resolve(&registry, &exact) {
-                Ok(resolved) => {
-                    add_tree(&mut kept, resolved.bin, &registry, options, warnings);
                 }
-                Err(error) => warnings.push(format!(
+                r
+            }
+            Launch::Npm(invocation) => {
+                return self.record_npm(server, invocation, &digest, previous)
+            }
+        };
+        Ok(Some(record))
+    }
+
+    fn record_npm(
+        &mut self,
+        server: &MergedServer,
+        invocation: &NpmInvocation,
+        digest: &str,
+        previous: Option<&McpRecord>,
+    ) -> Result<Option<McpRecord>, McpLockError> {
+        let options = self.options;
+        let source = source_label(&server.source);
+        let mut record = McpRecord::new(&server.name, source, "npm", McpStatus::Unpinned, digest);
+        record.requested.clone_from(&invocation.requested);
+        let request = match &invocation.request {
+            Ok(request) => request,
+            Err(reason) => {
+                record.reason = Some(reason.clone());
+                return Ok(Some(record));
+            }
+        };
+        let registry = registry_for(&server.server.env, options.environment_registry.as_deref());
+        // A registry the server's own env names is part of what it asks for; one the environment
+        // names is where this machine looks, and does not unpin what the lock already has (a plain
+        // `lock` needs no registry for pinned servers; `lock --update` re-resolves against it).
+        let registry_from_server = server
+            .server
+            .env
+            .iter()
+            .any(|(k, v)| k.eq_ignore_ascii_case("npm_config_registry") && !v.contains("${"));
+        // A pinned record of this very definition and package, which a lock without `update`
+        // keeps; carried over with this definition's source and digest.
+        let keepable = previous.filter(|p| {
+            !options.update
+                && definition_matches(&p.definition, &server.server)
+                && p.status == McpStatus::Pinned
+                && p.package.as_deref() == Some(request.name.as_str())
+                && p.version.is_some()
+                && p.integrity.is_some()
+        });
+        let carried = |kept: &McpRecord| {
+            let mut kept = kept.clone();
+            source.clone_into(&mut kept.source);
+            digest.clone_into(&mut kept.definition);
+            kept
+        };
+        let reusable = keepable.filter(|p| {
+            (p.registry.as_deref() == Some(registry.as_str()) || !registry_from_server)
+                && p.registry.is_some()
+        });
+        if let Some(kept) = reusable {
+            let mut kept = carried(kept);
+            let registry = kept.registry.clone().unwrap_or(registry);
+            let needs_tree = invocation.runner == NpmRunner::Npx && kept.tree.is_empty();
+            if needs_tree && options.npm.is_some() {
+                // Locks made before trees were recorded get them at the version they already pin.
+                let exact = crate::npm::spec::PackageRequest {
+                    name: request.name.clone(),
+                    version: crate::npm::spec::VersionRequest::Exact(
+                        kept.version.clone().unwrap_or_default(),
+                    ),
+                };
+                match self.client()?.resolve(&registry, &exact) {
+                Ok(resolved) => {
+                    self.add_tree(&mut kept, resolved.bin, &registry);
+                }
+                Err(error) => self.warnings.push(format!(
                     "MCP server `{}`: the dependency tree of {}@{} was not locked ({error}); it keeps its top-level pin and starts through npx",
                     server.name,
                     request.name,
                     kept.version.as_deref().unwrap_or_default()
                 )),
             }
+            }
+            return Ok(Some(kept));
         }
-        return Ok(Some(kept));
-    }
-    let resolved = match client_of(client, options)?.resolve(&registry, request) {
-        Ok(resolved) => resolved,
-        Err(source) => {
-            // A lock record is never lost: without `update`, a pinned record of this very
-            // definition stays as it was (tree included) when the registry cannot be used.
-            if let Some(kept) = previous.filter(|p| {
-                !options.update
-                    && definition_matches(&p.definition, &server.server)
-                    && p.status == McpStatus::Pinned
-                    && p.package.as_deref() == Some(request.name.as_str())
-                    && p.version.is_some()
-                    && p.integrity.is_some()
-            }) {
-                warnings.push(format!(
-                    "MCP server `{}`: {source}; its record is kept as it was ({}@{}{}{})",
-                    server.name,
-                    request.name,
-                    kept.version.as_deref().unwrap_or_default(),
-                    kept.registry
-                        .as_deref()
-                        .map(|r| format!(" from {r}"))
-                        .unwrap_or_default(),
-                    if kept.tree.is_empty() {
-                        String::new()
-                    } else {
-                        format!(", {} locked packages", kept.tree.len())
-                    }
-                ));
-                let mut kept = kept.clone();
-                source_label(&server.source).clone_into(&mut kept.source);
-                digest.clone_into(&mut kept.definition);
-                return Ok(Some(kept));
-            }
-            let unreachable = source.is_unreachable();
-            if options.allow_unpinned {
-                record.allow_unpinned = true;
-                record.package = Some(request.name.clone());
-                record.registry = Some(registry);
-                record.reason = Some(format!("not pinned: {source}"));
-                return Ok(Some(record));
-            }
-            if options.tolerate_unreachable {
-                // `add`: a package's server never makes adding the package fail.
-                warnings.push(format!(
+        let resolved = match self.client()?.resolve(&registry, request) {
+            Ok(resolved) => resolved,
+            Err(source) => {
+                // A lock record is never lost: without `update`, a pinned record of this very
+                // definition stays as it was (tree included) when the registry cannot be used.
+                if let Some(kept) = keepable {
+                    self.warnings.push(format!(
+                        "MCP server `{}`: {source}; its record is kept as it was ({}@{}{}{})",
+                        server.name,
+                        request.name,
+                        kept.version.as_deref().unwrap_or_default(),
+                        kept.registry
+                            .as_deref()
+                            .map(|r| format!(" from {r}"))
+                            .unwrap_or_default(),
+                        if kept.tree.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", {} locked packages", kept.tree.len())
+                        }
+                    ));
+                    return Ok(Some(carried(kept)));
+                }
+                let unreachable = source.is_unreachable();
+                if options.allow_unpinned {
+                    record.allow_unpinned = true;
+                    record.package = Some(request.name.clone());
+                    record.registry = Some(registry);
+                    record.reason = Some(format!("not pinned: {source}"));
+                    return Ok(Some(record));
+                }
+                if options.tolerate_unreachable {
+                    // `add`: a package's server never makes adding the package fail.
+                    self.warnings.push(format!(
                     "MCP server `{}` was not pinned ({source}); it has no record and runs as written until `agentpack lock` can pin it",
                     server.name
                 ));
-                return Ok(None);
+                    return Ok(None);
+                }
+                let server = server.name.clone();
+                return Err(if unreachable {
+                    McpLockError::Unreachable {
+                        server,
+                        cause: source,
+                    }
+                } else {
+                    McpLockError::Registry {
+                        server,
+                        cause: source,
+                    }
+                });
             }
-            let server = server.name.clone();
-            return Err(if unreachable {
-                McpLockError::Unreachable {
-                    server,
-                    cause: source,
-                }
-            } else {
-                McpLockError::Registry {
-                    server,
-                    cause: source,
-                }
-            });
+        };
+        if let Some(p) = previous.filter(|p| {
+            p.status == McpStatus::Pinned
+                && p.package.as_deref() == Some(resolved.name.as_str())
+                && p.version.as_deref() == Some(resolved.version.as_str())
+                && p.registry.as_deref() == Some(registry.as_str())
+        }) {
+            if let Some(old) = p
+                .integrity
+                .as_deref()
+                .filter(|old| *old != resolved.integrity)
+            {
+                return Err(McpLockError::IntegrityChanged {
+                    server: server.name.clone(),
+                    package: resolved.name,
+                    version: resolved.version,
+                    registry,
+                    old: old.to_owned(),
+                    new: resolved.integrity,
+                });
+            }
         }
-    };
-    if let Some(p) = previous.filter(|p| {
-        p.status == McpStatus::Pinned
-            && p.package.as_deref() == Some(resolved.name.as_str())
-            && p.version.as_deref() == Some(resolved.version.as_str())
-            && p.registry.as_deref() == Some(registry.as_str())
-    }) {
-        if let Some(old) = p
-            .integrity
-            .as_deref()
-            .filter(|old| *old != resolved.integrity)
-        {
-            return Err(McpLockError::IntegrityChanged {
-                server: server.name.clone(),
-                package: resolved.name,
-                version: resolved.version,
-                registry,
-                old: old.to_owned(),
-                new: resolved.integrity,
-            });
+        record.status = McpStatus::Pinned;
+        record.package = Some(resolved.name.clone());
+        record.version = Some(resolved.version.clone());
+        record.integrity = Some(resolved.integrity.clone());
+        record.registry = Some(registry.clone());
+        if invocation.runner == NpmRunner::Npx {
+            self.add_tree(&mut record, resolved.bin, &registry);
         }
+        Ok(Some(record))
     }
-    record.status = McpStatus::Pinned;
-    record.package = Some(resolved.name.clone());
-    record.version = Some(resolved.version.clone());
-    record.integrity = Some(resolved.integrity.clone());
-    record.registry = Some(registry.clone());
-    if invocation.runner == NpmRunner::Npx {
-        add_tree(&mut record, resolved.bin, &registry, options, warnings);
-    }
-    Ok(Some(record))
-}
 
-/// Locks the npx tree of a pinned record with npm; on any failure the record keeps its top-level
-/// pin and a warning says so.
-fn add_tree(
-    record: &mut McpRecord,
-    bin: Option<String>,
-    registry: &str,
-    options: &McpLockOptions,
-    warnings: &mut Vec<String>,
-) {
-    let package = record.package.clone().unwrap_or_default();
-    let version = record.version.clone().unwrap_or_default();
-    let keep = |why: String| {
-        format!(
+    /// Locks the npx tree of a pinned record with npm; on any failure the record keeps its top-level
+    /// pin and a warning says so.
+    fn add_tree(&mut self, record: &mut McpRecord, bin: Option<String>, registry: &str) {
+        let options = self.options;
+        let warnings = &mut self.warnings;
+        let package = record.package.clone().unwrap_or_default();
+        let version = record.version.clone().unwrap_or_default();
+        let keep = |why: String| {
+            format!(
             "MCP server `{}`: the dependency tree of {package}@{version} was not locked ({why}); it keeps its top-level pin and starts through npx",
             record.name
         )
-    };
-    let Some(npm) = &options.npm else {
-        warnings.push(keep("npm is not on PATH".into()));
-        return;
-    };
-    let Some(bin) = bin else {
-        warnings.push(keep("the package names no executable".into()));
-        return;
-    };
-    match lock_tree(npm, registry, &package, &version) {
-        Ok(tree) => {
-            let top = format!("node_modules/{package}");
-            let Some(top_entry) = tree.iter().find(|e| e.path == top) else {
-                warnings.push(keep(format!("npm's tree has no {top}")));
-                return;
-            };
-            if top_entry.version != version
-                || record.integrity.as_deref() != Some(top_entry.integrity.as_str())
-            {
-                warnings.push(keep(format!(
-                    "npm resolved {top} to {} with another integrity",
-                    top_entry.version
-                )));
-                return;
+        };
+        let Some(npm) = &options.npm else {
+            warnings.push(keep("npm is not on PATH".into()));
+            return;
+        };
+        let Some(bin) = bin else {
+            warnings.push(keep("the package names no executable".into()));
+            return;
+        };
+        match lock_tree(npm, registry, &package, &version) {
+            Ok(tree) => {
+                let top = format!("node_modules/{package}");
+                let Some(top_entry) = tree.iter().find(|e| e.path == top) else {
+                    warnings.push(keep(format!("npm's tree has no {top}")));
+                    return;
+                };
+                if top_entry.version != version
+                    || record.integrity.as_deref() != Some(top_entry.integrity.as_str())
+                {
+                    warnings.push(keep(format!(
+                        "npm resolved {top} to {} with another integrity",
+                        top_entry.version
+                    )));
+                    return;
+                }
+                record.tree_digest = Some(tree_digest(&tree));
+                record.bin = Some(bin);
+                record.tree = tree;
             }
-            record.tree_digest = Some(tree_digest(&tree));
-            record.bin = Some(bin);
-            record.tree = tree;
+            Err(error) => warnings.push(keep(error.to_string())),
         }
-        Err(error) => warnings.push(keep(error.to_string())),
     }
-}
-
-/// The spec-file paths of tree-locked servers and the store paths a generation must reference.
-#[derive(Debug, Clone, Default)]
-pub struct ExecSpecs {
-    /// Server name -> the spec file (inside a store path).
-    pub paths: BTreeMap<String, PathBuf>,
-    /// The spec store paths (each references the root of its npm tree, published or not yet).
-    pub references: Vec<StorePath>,
-}
-
-/// Publishes the mcp-exec spec of every current, tree-locked record among `servers` as a store
-/// path (no registry contact; nothing secret is in a spec). Each spec path references its tree's
-/// root by the name the lock determines ([`tree_root_name`]), whether or not a start has published
-/// it yet, so the spec path (and the generation) is the same before and after the first start, and
-/// GC keeps the tree from the moment `mcp-exec` publishes it.
-pub fn publish_exec_specs(
-    store: &Store,
-    lock: &Lockfile,
-    servers: &[MergedServer],
-) -> Result<ExecSpecs, StoreError> {
-    let planned = plan_exec_specs(store, lock, servers);
-    publish_planned_exec_specs(store, &planned)?;
-    Ok(planned.specs)
-}
-
-/// One mcp-exec spec store path a generation needs, planned (named, not yet written).
-#[derive(Debug, Clone)]
-pub struct PlannedExecSpec {
-    pub server: String,
-    pub name: StorePathName,
-    /// The root of the npm tree it references.
-    pub root: StorePath,
-    pub bytes: Vec<u8>,
-}
-
-/// The exec specs of `servers`, planned without writing, and where they will be.
-#[derive(Debug, Clone, Default)]
-pub struct PlannedExecSpecs {
-    pub planned: Vec<PlannedExecSpec>,
-    /// Where each will be once published (names are input-addressed, so known now).
-    pub specs: ExecSpecs,
-}
-
-/// [`publish_exec_specs`] without the publication: every spec's name and path (pure).
-pub fn plan_exec_specs(
-    store: &Store,
-    lock: &Lockfile,
-    servers: &[MergedServer],
-) -> PlannedExecSpecs {
-    let mut out = PlannedExecSpecs::default();
-    for server in servers {
-        let Some(spec) = current_record(lock, server).and_then(ExecSpec::from_record) else {
-            continue;
-        };
-        let bytes = spec.to_bytes();
-        let root = store.planned(&tree_root_name(&spec));
-        let mut inputs = bytes.clone();
-        inputs.extend_from_slice(b"\0references ");
-        inputs.extend_from_slice(root.name().as_str().as_bytes());
-        let label = format!("mcp-exec-{}", spec.package.replace('/', "-"));
-        let name = StorePathName::from_inputs(&inputs, &label);
-        let path = store.planned(&name);
-        out.specs
-            .paths
-            .insert(server.name.clone(), path.path().join(EXEC_SPEC_FILE));
-        if !out.specs.references.iter().any(|r| r.name() == path.name()) {
-            out.specs.references.push(path);
-        }
-        out.planned.push(PlannedExecSpec {
-            server: server.name.clone(),
-            name,
-            root,
-            bytes,
-        });
-    }
-    out
-}
-
-/// Publishes the planned specs (a spec already published is the same one).
-pub fn publish_planned_exec_specs(
-    store: &Store,
-    planned: &PlannedExecSpecs,
-) -> Result<(), StoreError> {
-    for spec in &planned.planned {
-        store.publish_built(&spec.name, std::slice::from_ref(&spec.root), |dir, _| {
-            std::fs::write(dir.join(EXEC_SPEC_FILE), &spec.bytes)?;
-            Ok(())
-        })?;
-    }
-    Ok(())
-}
-
-/// What to write instead of each server's command: `agentpack mcp-exec --spec <spec> -- <args>`
-/// for a tree-locked npx server whose spec is in `spec_paths`, and the runner with `pkg@<exact>`
-/// for any other current pinned npm record. Servers without a current pinned record are absent
-/// (they run as written).
-pub fn launches_for(
-    lock: &Lockfile,
-    servers: &[MergedServer],
-    agentpack_exe: &Path,
-    spec_paths: &BTreeMap<String, PathBuf>,
-) -> BTreeMap<String, McpLaunch> {
-    let mut launches = BTreeMap::new();
-    for server in servers {
-        let Some(record) = current_record(lock, server) else {
-            continue;
-        };
-        if record.status != McpStatus::Pinned || record.launcher != "npm" {
-            continue;
-        }
-        let Launch::Npm(invocation) = classify(
-            server.server.command.as_deref(),
-            &server.server.args,
-            server.server.url.as_deref(),
-        ) else {
-            continue;
-        };
-        let (Some(index), Some(package), Some(version)) = (
-            invocation.spec_index,
-            record.package.as_deref(),
-            record.version.as_deref(),
-        ) else {
-            continue;
-        };
-        if let Some(spec) = spec_paths.get(&server.name) {
-            let mut args = vec![
-                "mcp-exec".to_owned(),
-                "--spec".to_owned(),
-                spec.display().to_string(),
-                "--".to_owned(),
-            ];
-            args.extend(invocation.server_args.iter().cloned());
-            launches.insert(
-                server.name.clone(),
-                McpLaunch {
-                    command: agentpack_exe.display().to_string(),
-                    args,
-                },
-            );
-            continue;
-        }
-        let mut args = server.server.args.clone();
-        args[index] = format!("{package}@{version}");
-        launches.insert(
-            server.name.clone(),
-            McpLaunch {
-                command: server.server.command.clone().unwrap_or_default(),
-                args,
-            },
-        );
-    }
-    launches
-}
-
-/// Everything the generation builder needs for MCP servers.
-#[derive(Debug, Clone, Default)]
-pub struct PreparedLaunches {
-    /// `GenerationInputs::mcp_launch`.
-    pub launches: BTreeMap<String, McpLaunch>,
-    /// Store paths the generation must reference (GC roots for the specs and npm trees).
-    pub references: Vec<StorePath>,
-    /// The warnings naming servers that run unlocked and that `lock` can change (empty when none).
-    pub warnings: Vec<String>,
-}
-
-/// [`publish_exec_specs`] + [`launches_for`] + [`unlocked_warnings`].
-pub fn prepare_launches(
-    store: &Store,
-    lock: &Lockfile,
-    servers: &[MergedServer],
-    agentpack_exe: &Path,
-) -> Result<PreparedLaunches, StoreError> {
-    let specs = publish_exec_specs(store, lock, servers)?;
-    Ok(PreparedLaunches {
-        launches: launches_for(lock, servers, agentpack_exe, &specs.paths),
-        references: specs.references,
-        warnings: unlocked_warnings(lock, servers),
-    })
 }
 
 /// One warning naming every server that runs unlocked because it has no current record (never
@@ -715,6 +544,9 @@ pub fn unlocked_warnings(lock: &Lockfile, servers: &[MergedServer]) -> Vec<Strin
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
     use super::*;
 
     fn merged(name: &str, command: &str, args: &[&str]) -> MergedServer {
