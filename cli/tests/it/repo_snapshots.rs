@@ -225,3 +225,43 @@ fn plugin_adds_of_one_marketplace_download_it_once() {
         );
     }
 }
+
+#[test]
+fn a_sync_without_the_snapshot_takes_verified_packages_from_the_store_and_downloads_nothing() {
+    let world = World::new();
+    let repo = world.github.repo("acme", "pair");
+    skill(&repo, "skills/one", "one");
+    skill(&repo, "skills/two", "two");
+    let commit = repo.commit("two skills");
+    world.ok(&["add", &format!("acme/pair/skills/one@{commit}")]);
+    world.ok(&["add", &format!("acme/pair/skills/two@{commit}")]);
+    assert_eq!(world.downloads("pair"), 1);
+
+    // The snapshot goes (gc'd, or kept by an older agentpack under another name); the packages'
+    // verified store paths stay, so nothing needs the repository again.
+    assert_eq!(world.snapshots("pair").len(), 1);
+    for snapshot in world.snapshots("pair") {
+        for path in walk(&snapshot, 8, false) {
+            if path.is_dir() {
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+        }
+        std::fs::set_permissions(&snapshot, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::remove_dir_all(&snapshot).unwrap();
+    }
+    assert!(world.snapshots("pair").is_empty());
+    let full = world
+        .home
+        .command(&agentpack_bin(), Some(&world.github))
+        .args(["sync"])
+        .env("AGENTPACK_FULL_VERIFY", "1")
+        .output()
+        .unwrap();
+    Run::new(&["sync"], full).assert_ok();
+    world.ok(&["lock"]);
+    assert_eq!(
+        world.downloads("pair"),
+        1,
+        "a full sync and a lock of verified packages download nothing"
+    );
+}
