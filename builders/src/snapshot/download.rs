@@ -1,0 +1,296 @@
+//! The state the fetcher's concurrent workers share: one slot per (repo, commit), so a repository is
+//! downloaded (tarball, else git protocol) or loaded from the store once however many workers ask,
+//! and packages copied out of the snapshot.
+//!
+//! It never verifies a package against the lock (the fetch layer's job) and never prints: warnings
+//! go to the shared list.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use agentpack_store::Store;
+
+use crate::extract::{self, ExtractError, ExtractReport, SafeTreeWriter};
+use crate::github::git_protocol::{self, GitFetchError};
+use crate::github::{RepoId, SourceFailure};
+
+use super::kept::{covers, keep, load_kept, Kept};
+use super::{FetchError, FetchedVia, RepoSnapshot, Shared};
+
+impl Shared {
+    pub(super) fn store(&self) -> Option<&Arc<Store>> {
+        self.store.get()
+    }
+
+    pub(super) fn warn(&self, message: String) {
+        tracing::warn!("{message}");
+        self.warnings.push(message);
+    }
+
+    /// The snapshot of `repo` at `commit`, downloading it on first use.
+    pub(super) fn snapshot(
+        &self,
+        repo: &RepoId,
+        commit: &str,
+    ) -> Result<Arc<RepoSnapshot>, FetchError> {
+        self.snapshot_covering(repo, commit, None, None)
+    }
+
+    /// A snapshot of `repo` at `commit` holding `paths` (`None`: the whole repository): the one this
+    /// fetcher has when it covers them, else the kept one (whole), else a download, which extracts
+    /// only what `extract_only` needs (the whole tarball is kept in the store all the same).
+    pub(super) fn snapshot_covering(
+        &self,
+        repo: &RepoId,
+        commit: &str,
+        paths: Option<&[String]>,
+        extract_only: Option<&[String]>,
+    ) -> Result<Arc<RepoSnapshot>, FetchError> {
+        let key = (repo.key(), commit.to_ascii_lowercase());
+        let slot = {
+            let mut slots = self
+                .slots
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            Arc::clone(slots.entry(key.clone()).or_default())
+        };
+        let mut guard = slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(existing) = guard.as_ref() {
+            if covers(existing, paths) {
+                return Ok(Arc::clone(existing));
+            }
+        }
+        // A part of the tree was extracted in this command: the rest comes from the kept snapshot,
+        // else (not kept) a download of the whole tree.
+        let extract_only = if guard.is_some() { None } else { extract_only };
+        let kept = match self.store() {
+            Some(store) => load_kept(
+                store,
+                repo,
+                &key.1,
+                &self.scratch,
+                &self.resolver.config().limits,
+            ),
+            None => Kept::Missing,
+        };
+        let snapshot = match kept {
+            Kept::Usable(snapshot) => {
+                tracing::debug!(repo = %repo, commit = key.1.as_str(), root = %snapshot.root.display(), "source: the kept repo snapshot");
+                snapshot
+            }
+            Kept::Missing => {
+                let (downloaded, tarball) = self.download_counted(repo, &key.1, extract_only)?;
+                if let Some(store) = self.store() {
+                    if let Err(reason) = keep(store, &downloaded, tarball.as_deref()) {
+                        self.warn(format!(
+                            "warning: could not keep the download of github.com/{repo} at {} in the store ({reason}); the next command downloads it again\n  fix       run `agentpack store verify` and check the store's free space and permissions",
+                            key.1
+                        ));
+                    }
+                }
+                if let Some(tarball) = tarball {
+                    let _ = fs_err::remove_file(tarball);
+                }
+                downloaded
+            }
+            Kept::Damaged(reason) => {
+                self.warn(format!(
+                    "warning: the kept snapshot of github.com/{repo} at {} was changed ({reason}); not used, downloaded again\n  fix       run `agentpack store verify --repair`, or `agentpack gc` to drop it",
+                    key.1
+                ));
+                let (downloaded, tarball) = self.download_counted(repo, &key.1, None)?;
+                if let Some(tarball) = tarball {
+                    let _ = fs_err::remove_file(tarball);
+                }
+                downloaded
+            }
+        };
+        let snapshot = Arc::new(snapshot);
+        *guard = Some(Arc::clone(&snapshot));
+        Ok(snapshot)
+    }
+
+    /// A download of `repo` at `commit` (of what `paths` need, see [`RepoSnapshot::only`]) and the
+    /// tarball it came from, left in the scratch directory for [`keep`] (`None` over the git
+    /// protocol).
+    pub(super) fn download_counted(
+        &self,
+        repo: &RepoId,
+        commit: &str,
+        paths: Option<&[String]>,
+    ) -> Result<(RepoSnapshot, Option<PathBuf>), FetchError> {
+        let number = self
+            .downloads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Numbered: a part extracted earlier may still be read while the whole tree comes in.
+        let name = format!(
+            "{}-{}-{commit}-{number}",
+            repo.owner.to_ascii_lowercase(),
+            repo.repo.to_ascii_lowercase()
+        );
+        let archive = self.scratch.join(format!("{name}.tar.gz"));
+        let tree = self.scratch.join(&name);
+        let unsafe_error = |source: ExtractError| FetchError::Unsafe {
+            repo: repo.clone(),
+            commit: commit.to_owned(),
+            cause: Box::new(source),
+        };
+        let tarball_failure = if self.resolver.rest_is_down() {
+            "skipped (the REST API is unavailable)".to_owned()
+        } else {
+            match self
+                .resolver
+                .rest()
+                .download_tarball(repo, commit, &archive)
+            {
+                Ok(_) => {
+                    let file = fs_err::File::open(&archive).map_err(|source| FetchError::Io {
+                        path: archive.clone(),
+                        cause: source,
+                    })?;
+                    let only: Option<Vec<String>> = paths.map(|paths| {
+                        paths
+                            .iter()
+                            .map(|p| p.trim_matches('/').to_owned())
+                            .collect()
+                    });
+                    let extracted = extract::extract_github_tarball_only(
+                        std::io::BufReader::new(file),
+                        &tree,
+                        &self.resolver.config().limits,
+                        &|path| {
+                            only.as_deref()
+                                .is_none_or(|only| extract::needed_for(only, path))
+                        },
+                    );
+                    let report = match extracted {
+                        Ok(report) => report,
+                        Err(error) => {
+                            // Nothing half-extracted stays behind.
+                            let _ = fs_err::remove_file(&archive);
+                            let _ = fs_err::remove_dir_all(&tree);
+                            return Err(match error {
+                                ExtractError::Limit(source) => FetchError::Limit {
+                                    repo: repo.clone(),
+                                    commit: commit.to_owned(),
+                                    cause: source,
+                                },
+                                other => unsafe_error(other),
+                            });
+                        }
+                    };
+                    let snapshot = RepoSnapshot {
+                        repo: repo.clone(),
+                        commit: commit.to_owned(),
+                        root: tree,
+                        via: FetchedVia::Tarball,
+                        report,
+                        only,
+                    };
+                    return Ok((snapshot, Some(archive)));
+                }
+                Err(SourceFailure::Limit(source)) => {
+                    return Err(FetchError::Limit {
+                        repo: repo.clone(),
+                        commit: commit.to_owned(),
+                        cause: source,
+                    })
+                }
+                Err(failure) => {
+                    self.resolver.note_rest_failure(&failure);
+                    failure.to_string()
+                }
+            }
+        };
+        if tree.exists() {
+            fs_err::remove_dir_all(&tree).map_err(|source| FetchError::Io {
+                path: tree.clone(),
+                cause: source,
+            })?;
+        }
+        let mut writer = SafeTreeWriter::new(&tree)
+            .map_err(unsafe_error)?
+            .with_limits(
+                self.resolver.config().limits,
+                format!("the git tree of github.com/{repo} at {commit}"),
+            );
+        match git_protocol::fetch_commit_tree(self.resolver.config(), repo, commit, &mut writer) {
+            Ok(()) => Ok((
+                RepoSnapshot {
+                    repo: repo.clone(),
+                    commit: commit.to_owned(),
+                    root: tree,
+                    via: FetchedVia::GitProtocol,
+                    report: writer.finish(),
+                    only: None,
+                },
+                None,
+            )),
+            Err(GitFetchError::Extract(ExtractError::Limit(source)))
+            | Err(GitFetchError::Source(SourceFailure::Limit(source))) => {
+                let _ = fs_err::remove_dir_all(&tree);
+                Err(FetchError::Limit {
+                    repo: repo.clone(),
+                    commit: commit.to_owned(),
+                    cause: source,
+                })
+            }
+            Err(GitFetchError::Extract(source)) => Err(unsafe_error(source)),
+            Err(GitFetchError::Source(failure)) => Err(FetchError::Download {
+                repo: repo.clone(),
+                commit: commit.to_owned(),
+                tarball: tarball_failure,
+                git: match failure {
+                    SourceFailure::NotFound(text)
+                    | SourceFailure::Denied(text)
+                    | SourceFailure::Unavailable(text) => text,
+                    SourceFailure::Limit(limit) => limit.to_string(),
+                },
+            }),
+        }
+    }
+
+    pub(super) fn fetch_package(
+        &self,
+        repo: &RepoId,
+        commit: &str,
+        path: &str,
+        destination: &Path,
+    ) -> Result<ExtractReport, FetchError> {
+        let clean = extract::clean_relative(path).map_err(|source| FetchError::Unsafe {
+            repo: repo.clone(),
+            commit: commit.to_owned(),
+            cause: Box::new(source),
+        })?;
+        let snapshot =
+            self.snapshot_covering(repo, commit, Some(std::slice::from_ref(&clean)), None)?;
+        let source = if clean.is_empty() {
+            snapshot.root.clone()
+        } else {
+            snapshot.root.join(&clean)
+        };
+        match fs_err::symlink_metadata(&source) {
+            Ok(meta) if meta.is_dir() => {}
+            _ => {
+                return Err(FetchError::MissingPath {
+                    repo: repo.clone(),
+                    commit: commit.to_owned(),
+                    path: clean,
+                });
+            }
+        }
+        extract::copy_package_tree_with_executables(
+            &snapshot.root,
+            &clean,
+            destination,
+            &snapshot.report.executables,
+        )
+        .map_err(|source| FetchError::Unsafe {
+            repo: repo.clone(),
+            commit: commit.to_owned(),
+            cause: Box::new(source),
+        })
+    }
+}

@@ -1,0 +1,242 @@
+//! The public calls of [`SnapshotFetcher`]: construction (store, substituters, OCI transport), the
+//! concurrent prefetch of many (repo, commit) pairs, single snapshots and package copies.
+//!
+//! It only schedules and delegates to the shared state ([`super::download`]); it never downloads,
+//! extracts or prints itself.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use agentpack_store::Store;
+
+use crate::extract::ExtractReport;
+use crate::github::resolver::Resolver;
+use crate::github::RepoId;
+
+use super::{FetchError, OciSources, RepoSnapshot, Shared, SnapshotFetcher, CONCURRENT_FETCHES};
+
+impl SnapshotFetcher {
+    /// A fetcher whose scratch directory is created inside `scratch_parent` (use a directory on the
+    /// store's filesystem so later moves are renames).
+    pub fn new(
+        resolver: Arc<Resolver>,
+        scratch_parent: &Path,
+    ) -> Result<SnapshotFetcher, FetchError> {
+        fs_err::create_dir_all(scratch_parent).map_err(|source| FetchError::Io {
+            path: scratch_parent.to_path_buf(),
+            cause: source,
+        })?;
+        let scratch = tempfile::Builder::new()
+            .prefix("snapshots-")
+            .tempdir_in(scratch_parent)
+            .map_err(|source| FetchError::Io {
+                path: scratch_parent.to_path_buf(),
+                cause: source,
+            })?;
+        Ok(SnapshotFetcher {
+            shared: Arc::new(Shared {
+                resolver,
+                scratch: scratch.path().to_path_buf(),
+                slots: Mutex::new(HashMap::new()),
+                store: std::sync::OnceLock::new(),
+                warnings: crate::warnings::WarningList::default(),
+                downloads: std::sync::atomic::AtomicUsize::new(0),
+            }),
+            _scratch: scratch,
+            oci: OciSources::default(),
+        })
+    }
+
+    /// Keeps every downloaded snapshot in `store` and takes snapshots from it (see the module docs).
+    /// Call it once, before the first fetch; a second store is ignored.
+    pub fn with_store(self, store: Arc<Store>) -> SnapshotFetcher {
+        let _ = self.shared.store.set(store);
+        self
+    }
+
+    /// Asks `substituters` for every locked package before GitHub (see [`crate::substitute`]).
+    pub fn with_substituters(
+        mut self,
+        substituters: Arc<crate::substitute::Substituters>,
+    ) -> SnapshotFetcher {
+        self.oci.substituters = substituters;
+        self
+    }
+
+    /// The substituters asked before GitHub (empty unless configured).
+    pub fn substituters(&self) -> &Arc<crate::substitute::Substituters> {
+        &self.oci.substituters
+    }
+
+    /// Reaches `oci://` packages over `transport` (credentials, plain-HTTP hosts, retries).
+    pub fn with_oci_transport(mut self, transport: crate::oci::OciTransport) -> SnapshotFetcher {
+        self.oci.transport = transport;
+        self
+    }
+
+    /// The OCI client for `oci://` packages, built on first use.
+    pub fn oci_client(&self) -> Result<Arc<crate::oci::OciClient>, crate::oci::OciError> {
+        let mut client = self
+            .oci
+            .client
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(client) = client.as_ref() {
+            return Ok(Arc::clone(client));
+        }
+        let built = Arc::new(crate::oci::OciClient::new(self.oci.transport.clone())?);
+        *client = Some(Arc::clone(&built));
+        Ok(built)
+    }
+
+    /// Warnings collected so far (a damaged or unkeepable snapshot, a substituter that failed),
+    /// emptied.
+    pub fn take_warnings(&self) -> Vec<String> {
+        let mut warnings = self.shared.warnings.take();
+        warnings.extend(self.oci.substituters.take_warnings());
+        warnings
+    }
+
+    /// How many repositories this fetcher downloaded (kept snapshots used do not count).
+    pub fn downloads(&self) -> usize {
+        self.shared
+            .downloads
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The resolver (and its GitHub client).
+    pub fn resolver(&self) -> &Arc<Resolver> {
+        &self.shared.resolver
+    }
+
+    /// The snapshot of `repo` at `commit`, downloading it on first use.
+    pub fn snapshot(&self, repo: &RepoId, commit: &str) -> Result<Arc<RepoSnapshot>, FetchError> {
+        self.shared.snapshot(repo, commit)
+    }
+
+    /// The snapshots of every (repository, commit) of `wanted`, taken from the store or downloaded
+    /// concurrently, at most [`CONCURRENT_FETCHES`] at a time (blocking tasks of a `tokio` runtime
+    /// that lives for this call); one result per pair, in the order of `wanted`. A pair asked for twice
+    /// is fetched once. Later [`SnapshotFetcher::snapshot`] and [`SnapshotFetcher::fetch_package`]
+    /// calls for a pair that succeeded return the same snapshot without a request; a pair that failed
+    /// is tried again by them.
+    pub fn prefetch(
+        &self,
+        wanted: &[(RepoId, String)],
+    ) -> Vec<Result<Arc<RepoSnapshot>, FetchError>> {
+        let wanted: Vec<(RepoId, String, Option<Vec<String>>)> = wanted
+            .iter()
+            .map(|(repo, commit)| (repo.clone(), commit.clone(), None))
+            .collect();
+        self.prefetch_with(wanted)
+    }
+
+    /// [`SnapshotFetcher::prefetch`] for the packages at the given paths of each (repository,
+    /// commit): a download extracts only what they need ([`RepoSnapshot::only`]; the kept snapshot
+    /// still holds the whole repository). A later call for another path of the same pair takes the
+    /// whole tree from the kept snapshot.
+    pub fn prefetch_packages(
+        &self,
+        wanted: &[(RepoId, String, Vec<String>)],
+    ) -> Vec<Result<Arc<RepoSnapshot>, FetchError>> {
+        let wanted: Vec<(RepoId, String, Option<Vec<String>>)> = wanted
+            .iter()
+            .map(|(repo, commit, paths)| (repo.clone(), commit.clone(), Some(paths.clone())))
+            .collect();
+        self.prefetch_with(wanted)
+    }
+
+    fn prefetch_with(
+        &self,
+        wanted: Vec<(RepoId, String, Option<Vec<String>>)>,
+    ) -> Vec<Result<Arc<RepoSnapshot>, FetchError>> {
+        let one_by_one = |wanted: &[(RepoId, String, Option<Vec<String>>)]| {
+            wanted
+                .iter()
+                .map(|(repo, commit, paths)| {
+                    let paths = paths.as_deref();
+                    self.shared.snapshot_covering(repo, commit, paths, paths)
+                })
+                .collect()
+        };
+        if wanted.len() < 2 {
+            return one_by_one(&wanted);
+        }
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(CONCURRENT_FETCHES)
+            .thread_name("agentpack-fetch")
+            .build()
+        {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                // No threads to spare: one after another, as before.
+                tracing::debug!(%error, "no runtime for concurrent fetches; fetching one after another");
+                return one_by_one(&wanted);
+            }
+        };
+        runtime.block_on(async {
+            let mut tasks = tokio::task::JoinSet::new();
+            for (index, (repo, commit, paths)) in wanted.iter().enumerate() {
+                let shared = Arc::clone(&self.shared);
+                let (repo, commit, paths) = (repo.clone(), commit.clone(), paths.clone());
+                // The runtime runs at most CONCURRENT_FETCHES blocking tasks; the others queue.
+                tasks.spawn_blocking(move || {
+                    let paths = paths.as_deref();
+                    (
+                        index,
+                        shared.snapshot_covering(&repo, &commit, paths, paths),
+                    )
+                });
+            }
+            let mut results: Vec<Option<Result<Arc<RepoSnapshot>, FetchError>>> =
+                (0..wanted.len()).map(|_| None).collect();
+            while let Some(joined) = tasks.join_next().await {
+                match joined {
+                    Ok((index, result)) => results[index] = Some(result),
+                    // A panic in a download is a bug: carry it to the caller as it was.
+                    Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                    // Cancelled (nothing here cancels): its pair is reported below.
+                    Err(_) => {}
+                }
+            }
+            results
+                .into_iter()
+                .zip(&wanted)
+                .map(|(result, (repo, commit, _))| {
+                    result.unwrap_or_else(|| {
+                        Err(FetchError::Io {
+                            path: PathBuf::from(format!("github.com/{repo}@{commit}")),
+                            cause: std::io::Error::other("the fetch task was cancelled"),
+                        })
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// A snapshot of `repo` at `commit` that holds `path` (repository-relative): the one a prefetch
+    /// of its packages extracted, or the whole tree.
+    pub fn snapshot_for(
+        &self,
+        repo: &RepoId,
+        commit: &str,
+        path: &str,
+    ) -> Result<Arc<RepoSnapshot>, FetchError> {
+        let wanted = [path.trim_matches('/').to_owned()];
+        self.shared
+            .snapshot_covering(repo, commit, Some(&wanted), None)
+    }
+
+    /// Copies the package at `path` of `repo` at `commit` into `destination` (which must not exist or
+    /// be empty), downloading the snapshot first if needed.
+    pub fn fetch_package(
+        &self,
+        repo: &RepoId,
+        commit: &str,
+        path: &str,
+        destination: &Path,
+    ) -> Result<ExtractReport, FetchError> {
+        self.shared.fetch_package(repo, commit, path, destination)
+    }
+}
