@@ -79,7 +79,7 @@ pub enum StoreError {
 
     /// A write was asked of a read-only handle ([`crate::Store::open_read_only`]); nothing was
     /// written.
-    #[error("cannot {operation} {}: this store handle is read-only (preflight and probe never write)", .path.display())]
+    #[error("cannot {operation} {}: this store handle is read-only (preflight and probe never write); run `agentpack sync` to make the change, and report this as a bug", .path.display())]
     ReadOnly {
         /// What was asked ("publish into", "point the slot", ...).
         operation: &'static str,

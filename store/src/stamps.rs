@@ -58,6 +58,11 @@ impl BlobStamp {
     }
 }
 
+/// One line of the stamp table: the blob's file name, then its stamp.
+fn table_line(name: &str, stamp: BlobStamp) -> String {
+    format!("{name} {}", stamp.to_text())
+}
+
 /// The file name of a user's stamp table inside `stamps/<uid>/`.
 pub(crate) const STAMP_TABLE: &str = "table";
 
@@ -103,7 +108,7 @@ impl StampState {
         let text: String = self
             .stamps
             .iter()
-            .map(|(name, stamp)| format!("{name} {}", stamp.to_text()))
+            .map(|(name, stamp)| table_line(name, *stamp))
             .collect();
         let temp = table.with_file_name(unique_name(".table-"));
         let written = std::fs::OpenOptions::new()
@@ -152,10 +157,9 @@ impl StampState {
         if self.lines + dirty.len() > 2 * self.stamps.len() + 1024 {
             return self.rewrite();
         }
-        let line = |(name, stamp): (&String, &BlobStamp)| format!("{name} {}", stamp.to_text());
         let text: String = dirty
             .iter()
-            .map(|(name, stamp)| line((name, stamp)))
+            .map(|(name, stamp)| table_line(name, *stamp))
             .collect();
         let mut file = std::fs::OpenOptions::new()
             .append(true)

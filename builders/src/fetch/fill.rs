@@ -138,7 +138,6 @@ fn fill_group(
         })
         .collect();
     // Everything that verified is published, even when another package of the batch failed.
-    let mut entries = Vec::new();
     let mut verified = Vec::new();
     let mut first_error = None;
     for (package, result) in packages.iter().zip(downloaded) {
@@ -152,14 +151,15 @@ fn fill_group(
             (Ok(_), None) => {}
         }
     }
-    for (package, tree, _, content_hash) in &verified {
-        entries.push(BatchEntry {
+    let entries: Vec<BatchEntry<'_>> = verified
+        .iter()
+        .map(|(package, tree, _, content_hash)| BatchEntry {
             cache_key: &package.cache_key,
             label: package.module.as_str(),
             tree,
             content_hash,
-        });
-    }
+        })
+        .collect();
     let published = store.publish_batch(&entries)?;
     let mut filled = Filled::default();
     for ((package, _, downloaded, _), slot) in verified.iter().zip(published) {

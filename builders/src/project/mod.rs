@@ -125,7 +125,9 @@ pub enum PipelineError {
     McpLock(Box<crate::mcp_lock::McpLockError>),
     #[error(transparent)]
     Pointer(Box<crate::generation::pointer::PointerError>),
-    #[error("cannot {step}: this session is read-only (preflight and probe write nothing)")]
+    #[error(
+        "cannot {step}: this session is read-only (preflight and probe write nothing); run `agentpack sync` to fetch, build and select"
+    )]
     ReadOnly { step: &'static str },
 }
 

@@ -14,8 +14,12 @@ use crate::extract::{self, ExtractError, ExtractReport, SafeTreeWriter};
 use crate::github::git_protocol::{self, GitFetchError};
 use crate::github::{RepoId, SourceFailure};
 
-use super::kept::{covers, keep, load_kept, Kept};
+use super::kept::{covers, keep, load_kept, Blake3Tee, Kept};
 use super::{FetchError, FetchedVia, RepoSnapshot, Shared};
+
+/// A downloaded tarball left in the scratch directory for [`keep`], with the BLAKE3 its
+/// extraction took (`None`: `keep` reads the file again for it).
+type DownloadedTarball = (PathBuf, Option<blake3::Hash>);
 
 impl Shared {
     pub(super) fn store(&self) -> Option<&Arc<Store>> {
@@ -83,14 +87,17 @@ impl Shared {
             Kept::Missing => {
                 let (downloaded, tarball) = self.download_counted(repo, &key.1, extract_only)?;
                 if let Some(store) = self.store() {
-                    if let Err(reason) = keep(store, &downloaded, tarball.as_deref()) {
+                    let tarball = tarball
+                        .as_ref()
+                        .map(|(path, digest)| (path.as_path(), *digest));
+                    if let Err(reason) = keep(store, &downloaded, tarball) {
                         self.warn(format!(
                             "warning: could not keep the download of github.com/{repo} at {} in the store ({reason}); the next command downloads it again\n  fix       run `agentpack store verify` and check the store's free space and permissions",
                             key.1
                         ));
                     }
                 }
-                if let Some(tarball) = tarball {
+                if let Some((tarball, _)) = tarball {
                     let _ = fs_err::remove_file(tarball);
                 }
                 downloaded
@@ -101,7 +108,7 @@ impl Shared {
                     key.1
                 ));
                 let (downloaded, tarball) = self.download_counted(repo, &key.1, None)?;
-                if let Some(tarball) = tarball {
+                if let Some((tarball, _)) = tarball {
                     let _ = fs_err::remove_file(tarball);
                 }
                 downloaded
@@ -113,14 +120,15 @@ impl Shared {
     }
 
     /// A download of `repo` at `commit` (of what `paths` need, see [`RepoSnapshot::only`]) and the
-    /// tarball it came from, left in the scratch directory for [`keep`] (`None` over the git
-    /// protocol).
+    /// tarball it came from, left in the scratch directory for [`keep`] with the BLAKE3 taken while
+    /// it was extracted (`None` when reading its tail failed: `keep` hashes the file itself; no
+    /// tarball over the git protocol).
     pub(super) fn download_counted(
         &self,
         repo: &RepoId,
         commit: &str,
         paths: Option<&[String]>,
-    ) -> Result<(RepoSnapshot, Option<PathBuf>), FetchError> {
+    ) -> Result<(RepoSnapshot, Option<DownloadedTarball>), FetchError> {
         let number = self
             .downloads
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -156,8 +164,9 @@ impl Shared {
                             .map(|p| p.trim_matches('/').to_owned())
                             .collect()
                     });
+                    let mut hashed = Blake3Tee::new(std::io::BufReader::new(file));
                     let extracted = extract::extract_github_tarball_only(
-                        std::io::BufReader::new(file),
+                        &mut hashed,
                         &tree,
                         &self.resolver.config().limits,
                         &|path| {
@@ -181,6 +190,8 @@ impl Shared {
                             });
                         }
                     };
+                    // The archive's BLAKE3 for `keep`, taken on this one read of it.
+                    let digest = hashed.read_to_end_hash().ok();
                     let snapshot = RepoSnapshot {
                         repo: repo.clone(),
                         commit: commit.to_owned(),
@@ -189,7 +200,7 @@ impl Shared {
                         report,
                         only,
                     };
-                    return Ok((snapshot, Some(archive)));
+                    return Ok((snapshot, Some((archive, digest))));
                 }
                 Err(SourceFailure::Limit(source)) => {
                     return Err(FetchError::Limit {

@@ -106,8 +106,8 @@ pub(super) fn load_kept(
                 None
             };
             // Bytes after the end of the archive count too.
-            std::io::copy(&mut hashed, &mut std::io::sink()).map_err(|e| e.to_string())?;
-            Ok((hashed.hasher.finalize(), report))
+            let digest = hashed.read_to_end_hash().map_err(|e| e.to_string())?;
+            Ok((digest, report))
         });
     // `Some(reason)` when the archive is not the one recorded.
     let mut extracted_report = None;
@@ -172,23 +172,26 @@ pub(super) fn covers(snapshot: &RepoSnapshot, paths: Option<&[String]>) -> bool 
 }
 
 /// Publishes `downloaded` as the repo snapshot store path of its (repo, commit), or says why it
-/// could not be kept: `tarball` (what the download came from) moved in as [`SNAPSHOT_TARBALL`],
-/// else (a git fetch, always the whole tree) the tree packed as [`SNAPSHOT_ARCHIVE`].
+/// could not be kept: `tarball` (what the download came from, with its BLAKE3 when the extraction
+/// took it on the way; else the file is read again for it) moved in as [`SNAPSHOT_TARBALL`], else
+/// (a git fetch, always the whole tree) the tree packed as [`SNAPSHOT_ARCHIVE`].
 pub(super) fn keep(
     store: &Store,
     downloaded: &RepoSnapshot,
-    tarball: Option<&Path>,
+    tarball: Option<(&Path, Option<blake3::Hash>)>,
 ) -> Result<(), String> {
     let name = snapshot_name(&downloaded.repo, &downloaded.commit);
     let _published: StorePath = store
         .publish_built(&name, &[], |out, _final_path| {
             let (archive, digest) = match tarball {
-                Some(tarball) => {
+                Some((tarball, digest)) => {
                     let archive = out.join(SNAPSHOT_TARBALL);
                     fs_err::rename(tarball, &archive)?;
-                    let mut hashed = Blake3Tee::new(fs_err::File::open(&archive)?);
-                    std::io::copy(&mut hashed, &mut std::io::sink())?;
-                    (SNAPSHOT_TARBALL, hashed.hasher.finalize())
+                    let digest = match digest {
+                        Some(digest) => digest,
+                        None => Blake3Tee::new(fs_err::File::open(&archive)?).read_to_end_hash()?,
+                    };
+                    (SNAPSHOT_TARBALL, digest)
                 }
                 None => {
                     let archive = out.join(SNAPSHOT_ARCHIVE);
@@ -229,17 +232,26 @@ pub(super) fn keep(
 }
 
 /// Bytes read or written through it, hashed with BLAKE3 on the way (a kept snapshot's archive).
-struct Blake3Tee<T> {
+pub(super) struct Blake3Tee<T> {
     inner: T,
     hasher: blake3::Hasher,
 }
 
 impl<T> Blake3Tee<T> {
-    fn new(inner: T) -> Self {
+    pub(super) fn new(inner: T) -> Self {
         Blake3Tee {
             inner,
             hasher: blake3::Hasher::new(),
         }
+    }
+}
+
+impl<R: std::io::Read> Blake3Tee<R> {
+    /// Reads what is left (an extraction may stop before the end of its archive) and gives the
+    /// BLAKE3 of every byte read through it.
+    pub(super) fn read_to_end_hash(mut self) -> std::io::Result<blake3::Hash> {
+        std::io::copy(&mut self, &mut std::io::sink())?;
+        Ok(self.hasher.finalize())
     }
 }
 

@@ -282,6 +282,8 @@ fn a_read_only_session_inspects_plans_the_same_plan_and_writes_nothing() {
     std::fs::copy(world.roots.lock_path(), fresh.roots.lock_path()).unwrap();
     let inspecting = read_only(&fresh);
     let inspected = inspecting.resolve(&ResolvePolicy::Inspect, None).unwrap();
+    // Both locked packages are looked at (an empty map would pass the `all` below).
+    assert_eq!(inspected.entries.len(), 2, "{:?}", inspected.entries);
     assert!(inspected
         .entries
         .values()

@@ -28,13 +28,13 @@ pub fn preflight(ctx: &Context, args: &Request) -> std::result::Result<Report, S
     let project = Project::discover(ctx).map_err(Stop::Usage)?;
     // One read of the definition and the lock: the read-only session's, which the plan uses too.
     let session = crate::pipeline::open_read_only(&project).map_err(Stop::Operational)?;
-    let manifest_bytes = session.files().manifest_bytes().to_vec();
-    let lock_bytes = session.files().lock_bytes().map(<[u8]>::to_vec);
-    let manifest = session.manifest().clone();
+    let manifest_bytes = session.files().manifest_bytes();
+    let lock_bytes = session.files().lock_bytes();
+    let manifest = session.manifest();
     let lock = session
         .lock()
         .map_err(|err| Stop::Operational(err.into()))?;
-    let mode = crate::pipeline::resolve_mode(ctx, &manifest).map_err(Stop::Usage)?;
+    let mode = crate::pipeline::resolve_mode(ctx, manifest).map_err(Stop::Usage)?;
 
     let contract_path = match &args.contract {
         Some(path) => Some(ctx.cwd.join(path)),
@@ -67,10 +67,8 @@ pub fn preflight(ctx: &Context, args: &Request) -> std::result::Result<Report, S
     };
 
     // The generation checked: the one a strict launch holds its lease on, else the mode's pointer.
-    let staged_target = args
-        .generation
-        .clone()
-        .or_else(|| ModePointer::new(&project.staging_root, &mode.dir).current());
+    let pointer = ModePointer::new(&project.staging_root, &mode.dir);
+    let staged_target = args.generation.clone().or_else(|| pointer.current());
     let home = env::var(EnvVars::HOME).map(PathBuf::from);
     let config_home = env::var(EnvVars::XDG_CONFIG_HOME)
         .map(PathBuf::from)
@@ -78,7 +76,7 @@ pub fn preflight(ctx: &Context, args: &Request) -> std::result::Result<Report, S
     let cache_dir = project.home.root.join("cache");
     let mut findings = Vec::new();
 
-    findings.extend(inspect::lock_drift(&manifest, &lock, &project.root));
+    findings.extend(inspect::lock_drift(manifest, &lock, &project.root));
     findings.extend(inspect::unverified(
         &lock,
         args.policy,
@@ -92,7 +90,7 @@ pub fn preflight(ctx: &Context, args: &Request) -> std::result::Result<Report, S
     } = plan::effective_in(ctx, &session, &mode, agent).map_err(Stop::Operational)?;
     findings.extend(inspect::cache(&slots, &cache_dir));
     findings.extend(inspect::staging(
-        &ModePointer::new(&project.staging_root, &mode.dir),
+        &pointer,
         staged_target.as_deref(),
         &mode.name,
         &slots,
@@ -159,7 +157,7 @@ pub fn preflight(ctx: &Context, args: &Request) -> std::result::Result<Report, S
         ));
     }
     findings.extend(inspect::mcp(&agent_plan.mcp_servers, &lock, args.policy));
-    findings.extend(inspect::secrets(&manifest, &lock));
+    findings.extend(inspect::secrets(manifest, &lock));
 
     // Strict external CI: configuration the agent inherits is undeclared, so a violation.
     // A place the contract declares (`inheritance.allow`) is info, never a violation.
@@ -274,8 +272,8 @@ pub fn preflight(ctx: &Context, args: &Request) -> std::result::Result<Report, S
         Some(reference) => {
             let mut current = crate::evidence::identity::current_identities(
                 &project,
-                &manifest_bytes,
-                lock_bytes.as_deref(),
+                manifest_bytes,
+                lock_bytes,
                 &mode.name,
                 staged_target.as_deref(),
             );
@@ -360,8 +358,8 @@ pub fn preflight(ctx: &Context, args: &Request) -> std::result::Result<Report, S
         workspace: project.workspace.clone(),
         contract: contract_path,
         identities: Identities {
-            source: identity::source_identity(&manifest_bytes, lock_bytes.as_deref()),
-            lock: identity::lock_identity(lock_bytes.as_deref()),
+            source: identity::source_identity(manifest_bytes, lock_bytes),
+            lock: identity::lock_identity(lock_bytes),
             mode: mode.name.clone(),
             workspace_inputs,
             policy: identity::policy_digest(

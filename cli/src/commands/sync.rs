@@ -310,7 +310,8 @@ fn fast_path(ctx: &Context, project: &Project, session: &ProjectSession) -> Resu
         let Ok(lock) = session.lock() else {
             return Ok(None);
         };
-        if env::flag(EnvVars::AGENTPACK_REQUIRE_VERIFIED) && lock.unverified_packages().count() > 0
+        if env::flag(EnvVars::AGENTPACK_REQUIRE_VERIFIED)
+            && lock.unverified_packages().next().is_some()
         {
             // The full sync refuses it with the documented message.
             return Ok(None);

@@ -7,9 +7,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use agentpack_test_support::{copy_dir, tree_digest, write, IsolatedHome};
+use agentpack_test_support::{
+    agentpack_bin, copy_dir, examples_dir, tree_digest, write, IsolatedHome,
+};
 
 use crate::preflight::unchanged;
 use serde_json::{json, Value};
@@ -54,7 +56,7 @@ impl Oracles {
     fn new() -> Self {
         let home = IsolatedHome::new();
         let dir = tempfile::tempdir().unwrap();
-        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let examples = examples_dir();
         for name in ["hello-skill", "review-plugin"] {
             copy_dir(
                 &examples.join(name),
@@ -106,7 +108,7 @@ impl Oracles {
         ];
         full.extend_from_slice(args);
         self.home
-            .command(&assert_cmd::cargo::cargo_bin("agentpack"), None)
+            .command(&agentpack_bin(), None)
             .args(&full)
             .output()
             .unwrap()
@@ -115,7 +117,7 @@ impl Oracles {
     fn ok(&self, args: &[&str]) {
         let output = self
             .home
-            .command(&assert_cmd::cargo::cargo_bin("agentpack"), None)
+            .command(&agentpack_bin(), None)
             .args(args)
             .output()
             .unwrap();

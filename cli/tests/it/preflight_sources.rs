@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use agentpack_test_support::{write, IsolatedHome};
+use agentpack_test_support::{agentpack_bin, write, IsolatedHome};
 
 // The digest encoding of docs/src/preflight.md, written independently of the implementation.
 use crate::preflight::framed_digest as framed;
@@ -61,7 +61,7 @@ impl Fixture {
 
     fn agentpack(&self, args: &[&str]) -> std::process::Output {
         self.home
-            .command(&assert_cmd::cargo::cargo_bin("agentpack"), None)
+            .command(&agentpack_bin(), None)
             .args(args)
             .output()
             .unwrap()

@@ -7,17 +7,17 @@
 
 use std::path::{Path, PathBuf};
 
-use agentpack_test_support::{IsolatedHome, Run};
+use agentpack_test_support::{agentpack_bin, examples_dir, IsolatedHome, Run};
 
 fn run(home: &IsolatedHome, args: &[&str]) -> String {
-    let bin = assert_cmd::cargo::cargo_bin("agentpack");
+    let bin = agentpack_bin();
     let output = home.command(&bin, None).args(args).output().unwrap();
     Run::new(args, output).assert_ok().text()
 }
 
 fn synced() -> (IsolatedHome, PathBuf) {
     let home = IsolatedHome::new();
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let examples = examples_dir();
     run(&home, &["init", "--name", "shared"]);
     for package in ["hello-skill", "review-plugin"] {
         let path = examples.join(package);

@@ -411,8 +411,8 @@ fn a_strict_launch_evaluates_the_rendered_bytes_it_will_run() {
     let first = fixture.agentpack(&["--strict-external", "claude"]);
     assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
     std::fs::remove_file(&fixture.mark).unwrap();
-    // The staged skill is edited in place: the generation the launch would run differs from the
-    // plan, and a contract on the rendered bytes names it.
+    // A contract on the rendered bytes the plan gives the skill: the launch that runs those bytes
+    // passes it.
     let report = fixture.preflight(&["preflight", "--agent", "claude", "--json"]);
     let report: Value = serde_json::from_slice(&report.stdout).unwrap();
     let digest = report["plan"]["artifacts"]

@@ -197,13 +197,17 @@ fn tree_metadata(
             .as_deref_mut()
             .and_then(|cache| cache.recorded(&dir, &dir_meta))
         {
-            for name in names {
-                let path = dir.join(&name);
+            for name in &names {
+                let path = dir.join(name);
                 match path.symlink_metadata() {
-                    Ok(meta) => visit(std::ffi::OsStr::new(&name), path, meta),
+                    Ok(meta) => visit(std::ffi::OsStr::new(name), path, meta),
                     // Gone although the directory's times did not move: never the same digest.
                     Err(_) => field(hasher, b"vanished"),
                 }
+            }
+            // Kept for the next computation (its times lie before any later threshold).
+            if let Some(cache) = listings.as_deref_mut() {
+                cache.record(&dir, &dir_meta, names);
             }
             continue;
         }
@@ -296,13 +300,12 @@ struct ListingCache<'a> {
 }
 
 impl ListingCache<'_> {
-    fn recorded(&mut self, dir: &Path, meta: &fs::Metadata) -> Option<Vec<String>> {
+    fn recorded(&self, dir: &Path, meta: &fs::Metadata) -> Option<Vec<String>> {
         let key = dir.to_str()?;
         let listing = self.previous.dirs.get(key)?;
         if listing.stamp != dir_stamp(meta) {
             return None;
         }
-        self.next.dirs.insert(key.to_owned(), listing.clone());
         Some(listing.names.clone())
     }
 

@@ -118,6 +118,11 @@ impl Store {
     /// The stamp this user recorded for blob `id` (its `executable` variant), if any.
     pub(super) fn recorded_stamp(&self, id: &BlobId, executable: bool) -> Option<BlobStamp> {
         let (_, name) = id.file_name(executable);
+        self.loaded_stamps()?.stamps.get(&name).copied()
+    }
+
+    /// This handle's stamp state, the user's table read into it first if it was not yet.
+    fn loaded_stamps(&self) -> Option<std::sync::MutexGuard<'_, crate::stamps::StampState>> {
         let mut state = self.link_caches.stamps.lock().ok()?;
         if state.table.is_none() {
             let table = self
@@ -127,7 +132,7 @@ impl Store {
                 .join(crate::stamps::STAMP_TABLE);
             state.load(table);
         }
-        state.stamps.get(&name).copied()
+        Some(state)
     }
 
     /// Records `stamp` as what the blob file of `id` looks like now (after verifying or linking
@@ -137,10 +142,9 @@ impl Store {
         if self.read_only {
             return;
         }
-        // Loads the table first, so a recorded stamp is never overwritten by an older line.
-        let _ = self.recorded_stamp(id, executable);
         let (_, name) = id.file_name(executable);
-        if let Ok(mut state) = self.link_caches.stamps.lock() {
+        // The table is loaded first, so a recorded stamp is never overwritten by an older line.
+        if let Some(mut state) = self.loaded_stamps() {
             if state.stamps.insert(name.clone(), stamp) != Some(stamp) {
                 state.dirty.push((name, stamp));
             }
@@ -189,9 +193,7 @@ impl Store {
         if self.read_only {
             return 0;
         }
-        // Loads the table.
-        let _ = self.recorded_stamp(&BlobId::of(b""), false);
-        let Ok(mut state) = self.link_caches.stamps.lock() else {
+        let Some(mut state) = self.loaded_stamps() else {
             return 0;
         };
         let Some(table) = state.table.clone() else {

@@ -145,26 +145,24 @@ impl Store {
             .par_iter()
             .map(|tree| self.build_new(tree, replace_damaged))
             .collect();
-        if built
+        let staged_any = built
             .iter()
-            .any(|built| matches!(built, Ok(Built::Staged { .. })))
-        {
+            .any(|built| matches!(built, Ok(Built::Staged { .. })));
+        if staged_any {
             self.flush_batch()?;
         }
         let mut results = Vec::with_capacity(built.len());
-        let mut placed_any = false;
         for built in built {
             results.push(built.and_then(|built| match built {
                 Built::Existing(path) => Ok(path),
                 Built::Staged { staged, base, .. } => {
-                    placed_any = true;
                     let placed = self.place(*staged);
                     let _ = fsutil::remove_tree(&base);
                     placed
                 }
             }));
         }
-        if placed_any {
+        if staged_any {
             self.sync_placed()?;
         }
         self.flush_stamps();
@@ -184,14 +182,15 @@ impl Store {
             let (entries, actual) =
                 self.build_package(tree.src, &out, tree.expected, replace_damaged)?;
             let name = StorePathName::from_tree_hash(&actual, tree.label);
-            let meta = new_meta(&name, PathKind::Package, Some(actual), &[], entries);
             let Some(existing) = self.published(&name) else {
+                let meta = new_meta(&name, PathKind::Package, Some(actual), &[], entries);
                 return self.stage(&base, &out, name, meta).map(Ok);
             };
             if !replace_damaged {
                 self.verify_foreign_package(&existing, &actual)?;
             } else if hash_tree(existing.path())? != actual {
                 crate::verify::replace_store_path(self, &out, existing.path())?;
+                let meta = new_meta(&name, PathKind::Package, Some(actual), &[], entries);
                 let meta_path = self.meta_path(name.as_str());
                 agentpack_fs::write_file(&meta_path, &meta.to_bytes(), &self.meta_write())?;
             }

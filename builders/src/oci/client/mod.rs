@@ -70,16 +70,8 @@ fn envelope_codes(error: &OciDistributionError) -> impl Iterator<Item = &OciErro
 }
 
 fn is_transient(error: &OciDistributionError) -> bool {
-    match error {
-        OciDistributionError::RequestError(e) => {
-            e.is_connect()
-                || e.is_timeout()
-                || e.status()
-                    .is_some_and(|s| s.is_server_error() || s.as_u16() == 429)
-        }
-        OciDistributionError::ServerError { code, .. } => *code >= 500 || *code == 429,
-        _ => false,
-    }
+    matches!(error, OciDistributionError::RequestError(e) if e.is_connect() || e.is_timeout())
+        || http_status(error).is_some_and(|code| code >= 500 || code == 429)
 }
 
 fn is_not_found(error: &OciDistributionError) -> bool {

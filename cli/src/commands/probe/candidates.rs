@@ -87,11 +87,7 @@ impl Places {
 /// Decides from `places` and the first listing (`listed`: each skill's name and location, as
 /// OpenCode printed them) whether one listing is the complete answer.
 pub fn choice(places: &Places, listed: &[(String, String)]) -> Choice {
-    let config = ["opencode.json", "opencode.jsonc"]
-        .iter()
-        .map(|name| places.config_dir.join(name))
-        .find(|file| fs_err::read_to_string(file).is_ok_and(|text| text.contains("\"skills\"")));
-    if let Some(file) = config {
+    if let Some(file) = staged_config_naming(&places.config_dir, &["\"skills\""]) {
         return Choice::sample(format!(
             "the staged configuration {} names skill paths or URLs, whose skills the probe does not count",
             file.display()
@@ -138,6 +134,17 @@ pub fn choice(places: &Places, listed: &[(String, String)]) -> Choice {
             reason: "no skill name has more than one candidate".to_owned(),
         },
     }
+}
+
+/// The staged OpenCode configuration file (`opencode.json`, then `opencode.jsonc`, in
+/// `config_dir`) whose text holds any of `keys` (read as text: in doubt, the probe asks more).
+pub fn staged_config_naming(config_dir: &Path, keys: &[&str]) -> Option<PathBuf> {
+    ["opencode.json", "opencode.jsonc"]
+        .iter()
+        .map(|name| config_dir.join(name))
+        .find(|file| {
+            fs_err::read_to_string(file).is_ok_and(|text| keys.iter().any(|key| text.contains(key)))
+        })
 }
 
 /// Collects the `SKILL.md` files under `dir` (at most `depth` levels down) into `files`; false

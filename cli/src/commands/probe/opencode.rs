@@ -51,7 +51,7 @@ pub(super) fn observe(setup: &ProbeEnv<'_>, samples: usize) -> Result<Observed> 
     let configured = staged
         .iter()
         .any(|(category, _)| category == "agent" || category == "command")
-        || configures_agents_or_commands(&config_dir);
+        || candidates::staged_config_naming(&config_dir, &["\"agent\"", "\"command\""]).is_some();
     let mut listings: Vec<Vec<&str>> = vec![vec!["debug", "skill"]];
     if configured {
         listings.push(vec!["debug", "config"]);
@@ -158,15 +158,6 @@ pub(super) fn samples() -> Result<usize> {
             )
         }),
     }
-}
-
-/// Whether the staged OpenCode configuration (`opencode.json`/`.jsonc` in `config_dir`) names
-/// agents or commands inline (read as text: in doubt, the configuration is asked).
-fn configures_agents_or_commands(config_dir: &std::path::Path) -> bool {
-    ["opencode.json", "opencode.jsonc"].iter().any(|name| {
-        fs_err::read_to_string(config_dir.join(name))
-            .is_ok_and(|text| text.contains("\"agent\"") || text.contains("\"command\""))
-    })
 }
 
 /// What the staged tree holds that OpenCode's resolved configuration lists: every staged

@@ -83,13 +83,15 @@ pub fn refusal(agent: Agent) -> Option<String> {
 /// (its [`crate::agent::Eject::secret_warnings`] is set): the stage step returns its
 /// [`SecretLayer`] for [`secret_warnings`].
 pub fn secrets_agent(agents: &[Agent]) -> Option<Agent> {
-    agents.iter().copied().find(|agent| {
-        agent
-            .profile()
-            .eject
-            .as_ref()
-            .is_some_and(|eject| eject.secret_warnings.is_some())
-    })
+    agents
+        .iter()
+        .copied()
+        .find(|agent| secret_warnings_of(*agent).is_some())
+}
+
+/// The agent row's [`crate::agent::Eject::secret_warnings`], if it ejects and has one.
+fn secret_warnings_of(agent: Agent) -> Option<crate::agent::EjectSecretWarningsFn> {
+    agent.profile().eject.as_ref()?.secret_warnings
 }
 
 /// What the ejected copies of `agents` lack because their agent keeps secret values out of the
@@ -98,12 +100,7 @@ pub fn secrets_agent(agents: &[Agent]) -> Option<Agent> {
 pub fn secret_warnings(agents: &[Agent], secrets: &BTreeMap<Agent, SecretLayer>) -> Vec<String> {
     let mut warnings = Vec::new();
     for agent in agents {
-        let warn = agent
-            .profile()
-            .eject
-            .as_ref()
-            .and_then(|eject| eject.secret_warnings);
-        if let (Some(warn), Some(layer)) = (warn, secrets.get(agent)) {
+        if let (Some(warn), Some(layer)) = (secret_warnings_of(*agent), secrets.get(agent)) {
             warnings.extend(warn(layer));
         }
     }
