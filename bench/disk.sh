@@ -13,6 +13,8 @@
 #   AGENTPACK_BENCH_DIR=/var/tmp       where the temp directory goes (the filesystem measured)
 #   AGENTPACK_BENCH_KEEP=1             keep the temp directory (its path is printed)
 #   AGENTPACK_BENCH_EXAMPLES=1         the two example packages instead (the workflows bench's case)
+#   AGENTPACK_BENCH_SKILLS=N           N bare skills instead of 15 (to see what grows with the packages)
+#   AGENTPACK_LINK_MODE=hardlink       as for sync (`du` counts each reflinked copy whole)
 # Paste the output into docs/src/benchmarks-store.md with the command line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,7 +71,7 @@ base = "all"
 disable = ["package:hello"]
 '
 fi
-for p in $( [[ -n "${AGENTPACK_BENCH_EXAMPLES:-}" ]] || seq -w 1 15); do
+for p in $( [[ -n "${AGENTPACK_BENCH_EXAMPLES:-}" ]] || seq -w 1 "${AGENTPACK_BENCH_SKILLS:-15}"); do
   skill "$packages/skill$p" "skill$p" $((40 + 10 * 10#$p))
   deps+=("skill$p = { path = \"$packages/skill$p\" }")
 done
@@ -123,6 +125,19 @@ for root, _, files in os.walk(sys.argv[1]):
 print(sum(seen.values()))
 EOF
 )
+# The same distinct contents as this filesystem allocates them: one file each, block-rounded.
+distinct="$work/distinct"
+python3 - "$packages" "$distinct" <<'EOF'
+import hashlib, os, shutil, sys
+os.makedirs(sys.argv[2])
+for root, _, files in os.walk(sys.argv[1]):
+    for name in files:
+        path = os.path.join(root, name)
+        digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
+        shutil.copyfile(path, os.path.join(sys.argv[2], digest))
+EOF
+distinct_du=$(find "$distinct" -type f -printf '%b\n' | awk '{s += $1 * 512} END {print s}')
+fs_type=$(findmnt -no FSTYPE -T "$store" 2>/dev/null || stat -f -c %T "$store")
 src_files=$(find "$packages" -type f | wc -l)
 src_dirs=$(find "$packages" -type d | wc -l)
 generations=$(find "$store/gcroots/generations" -type l | wc -l)
@@ -136,15 +151,17 @@ staging_du=$(du -s --block-size=1 "$work/staging" | cut -f1)
 python3 - "$du_store" "$unique_src" "$unique_store" "$generations" "$store_paths" "$dirs" "$staging_du" \
   "$(field allocated.blobs)" "$(field allocated.store_paths)" "$(field allocated.metadata)" \
   "$(field allocated.index)" "$(field allocated.stamps)" "$(field allocated.other)" "$(field allocated.total)" "$src_files" "$src_dirs" \
-  "$start" "$end" "$gen_paths" "$gen_dirs" "${#deps[@]}" <<'EOF'
+  "$start" "$end" "$gen_paths" "$gen_dirs" "${#deps[@]}" "$distinct_du" "$fs_type" "${AGENTPACK_LINK_MODE:-auto}" <<'EOF'
 import sys
 (du, usrc, ustore, gens, paths, dirs, staging, blobs, trees, meta, index, stamps, other, total, files,
- sdirs, start, end, gen_paths, gen_dirs, npkg) = sys.argv[1:]
+ sdirs, start, end, gen_paths, gen_dirs, npkg, distinct, fs_type, link_mode) = sys.argv[1:]
+distinct = int(distinct)
 du, usrc, ustore, gens, paths, dirs, staging = map(int, (du, usrc, ustore, gens, paths, dirs, staging))
 blobs, trees, meta, index, stamps, other, total = map(int, (blobs, trees, meta, index, stamps, other, total))
 gen_paths, gen_dirs = int(gen_paths), int(gen_dirs)
 mib = lambda b: f"{b / 1048576:.2f} MiB"
 print(f"{npkg} packages ({files} files, {sdirs} directories), 10 projects x 3 modes, 30 syncs in {float(end) - float(start):.1f} s")
+print(f"filesystem: {fs_type}; link mode: {link_mode}")
 print()
 print("| measure | bytes | |")
 print("| --- | --- | --- |")
@@ -158,12 +175,15 @@ print(f"| of which blob stamps (`stamps/`) | {stamps:,} | {mib(stamps)} |")
 print(f"| of which other (roots, histories, lock) | {other:,} | {mib(other)} |")
 print(f"| unique content of the packages (distinct contents, sizes) | {usrc:,} | {mib(usrc)} |")
 print(f"| unique content in the store (`unique_content_bytes`: distinct files incl. converted ones) | {ustore:,} | {mib(ustore)} |")
+print(f"| the same distinct contents as this filesystem allocates them (one file each) | {distinct:,} | {mib(distinct)} |")
 print(f"| staging roots of the 10 projects (`du`, pointers and links) | {staging:,} | {mib(staging)} |")
 print()
 print(f"generations: {gens} history entries, {gen_paths} distinct generation store paths (projects with the same inputs share one)")
 print(f"store paths: {paths}; directories in the store: {dirs:,}, of them {gen_dirs:,} inside generations")
 print(f"store / unique package content: {du / usrc:.2f}x; store / unique store content: {du / ustore:.2f}x")
-over = du - 1.5 * usrc
-print(f"beyond 1.5x unique package content: {over:,.0f} bytes = {over / gen_paths:,.0f} per generation store path = {over / gens:,.0f} per history entry")
+print(f"store / distinct contents as allocated: {du / distinct:.2f}x")
+for name, base in (("unique package content", usrc), ("distinct contents as allocated", distinct)):
+    over = du - 1.5 * base
+    print(f"beyond 1.5x {name}: {over:,.0f} bytes = {over / gen_paths:,.0f} per generation store path = {over / gens:,.0f} per history entry")
 EOF
 if [[ -n "${AGENTPACK_BENCH_KEEP:-}" ]]; then echo "kept $work"; fi

@@ -7,7 +7,11 @@
 #
 # Usage: bench/fetch-build.sh              (from anywhere; builds with the bench profile)
 #   AGENTPACK_BENCH_RUNS=5                 runs per side (medians)
-#   AGENTPACK_BENCH_STRACE=/tmp/s.txt      one more cold sync under `strace -f -c -w`, summary there
+#   AGENTPACK_BENCH_STRACE=/tmp/s.txt      one more cold sync under `strace -f -c -w`, summary there,
+#                                          and one under `strace -e trace=openat` (opens per locked file)
+#   AGENTPACK_BENCH_BASELINE=/tmp/old/agentpack  also time (and trace) that binary's cold sync,
+#                                          interleaved in every round: a before/after ratio in one run
+#   AGENTPACK_BENCH_BIN=/tmp/new/agentpack   measure that copy instead of target/release/agentpack
 # Prints a Markdown table; docs/src/benchmarks.md records a run with this command line.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -155,9 +155,20 @@ pub fn choose_digest(
     }
 }
 
-/// The package `module` at `chosen` in a verified store slot, and its lock entry (see the module
-/// docs). `expected` is the old lock's content hash when it pinned the same digest. `tree` is a
-/// scratch directory that does not exist yet.
+/// An `oci://` package in a verified store slot ([`materialize`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Materialized {
+    /// Its lock entry.
+    pub entry: LockedPackage,
+    /// The verified slot.
+    pub slot: PathBuf,
+    /// Whether it was pulled (or substituted) in this call, rather than found in the slot.
+    pub pulled: bool,
+}
+
+/// The package `module` at `chosen` in a verified store slot, its lock entry, and whether it was
+/// pulled (see the module docs). `expected` is the old lock's content hash when it pinned the
+/// same digest. `tree` is a scratch directory that does not exist yet.
 pub fn materialize(
     fetcher: &SnapshotFetcher,
     store: &dyn PackageStore,
@@ -165,20 +176,7 @@ pub fn materialize(
     chosen: &ChosenDigest,
     expected: Option<&ContentHash>,
     tree: &Path,
-) -> Result<(LockedPackage, PathBuf), ResolutionError> {
-    let (entry, slot, _) = materialize_counted(fetcher, store, module, chosen, expected, tree)?;
-    Ok((entry, slot))
-}
-
-/// [`materialize`], and whether the package was pulled (or substituted) in this call.
-fn materialize_counted(
-    fetcher: &SnapshotFetcher,
-    store: &dyn PackageStore,
-    module: &str,
-    chosen: &ChosenDigest,
-    expected: Option<&ContentHash>,
-    tree: &Path,
-) -> Result<(LockedPackage, PathBuf, bool), ResolutionError> {
+) -> Result<Materialized, ResolutionError> {
     let repository = repository_of(module)?;
     let cache_key = oci_cache_key(&repository.registry, &repository.repository, &chosen.digest);
     let commit = LockedPackage::oci_commit(&chosen.digest).ok_or_else(|| {
@@ -203,7 +201,11 @@ fn materialize_counted(
         match store.check_slot(&cache_key, expected)? {
             SlotCheck::Verified(slot) => {
                 tracing::debug!(module, slot = %slot.display(), "source: the verified cache slot");
-                return Ok((entry(&slot, expected.clone())?, slot, false));
+                return Ok(Materialized {
+                    entry: entry(&slot, expected.clone())?,
+                    slot,
+                    pulled: false,
+                });
             }
             SlotCheck::Missing => {
                 if let Some(executables) = crate::substitute::package_from_substituters(
@@ -211,7 +213,11 @@ fn materialize_counted(
                 ) {
                     let slot = store.publish(&cache_key, module, tree, expected)?;
                     store.record_executables(&slot, &executables)?;
-                    return Ok((entry(&slot, expected.clone())?, slot, true));
+                    return Ok(Materialized {
+                        entry: entry(&slot, expected.clone())?,
+                        slot,
+                        pulled: true,
+                    });
                 }
                 damaged = Some(false);
             }
@@ -240,7 +246,11 @@ fn materialize_counted(
         None => store.verified_or_publish(&cache_key, module, tree, &content_hash)?,
     };
     store.record_executables(&slot, &executables)?;
-    Ok((entry(&slot, content_hash)?, slot, true))
+    Ok(Materialized {
+        entry: entry(&slot, content_hash)?,
+        slot,
+        pulled: true,
+    })
 }
 
 /// The lock entry of the `oci://` package `module` pulled by `chosen` into `slot`.
@@ -323,9 +333,8 @@ pub fn fetch_locked(
         digest: pin.digest,
     };
     // One slot check: the one `materialize` makes (the lock's cache key is the one it derives).
-    let (_, slot, pulled) =
-        materialize_counted(fetcher, store, module, &chosen, Some(expected), tree)?;
-    Ok((slot, pulled))
+    let materialized = materialize(fetcher, store, module, &chosen, Some(expected), tree)?;
+    Ok((materialized.slot, materialized.pulled))
 }
 
 #[cfg(test)]

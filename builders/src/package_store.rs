@@ -92,10 +92,25 @@ pub struct BatchEntry<'a> {
     pub cache_key: &'a CacheKey,
     /// The store path's label (the module).
     pub label: &'a str,
-    /// The tree, already verified to hash to `content_hash`.
+    /// The tree; the store checks the copy it publishes against `content_hash`.
     pub tree: &'a Path,
     /// The lock's content hash.
     pub content_hash: &'a ContentHash,
+}
+
+/// Why one tree of a [`PackageStore::publish_batch`] was not published.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BatchEntryError {
+    /// The store's copy of the tree hashes to `actual`, not to the entry's content hash (neither
+    /// exactly nor by the legacy rule): nothing was published for it.
+    #[error("the tree hashes to {actual}, not to the expected content hash")]
+    Mismatch {
+        /// The tree's digest.
+        actual: ContentHash,
+    },
+    /// Any other store failure.
+    #[error(transparent)]
+    Store(#[from] StoreAccessError),
 }
 
 /// What builders need from the store.
@@ -145,16 +160,22 @@ pub trait PackageStore: Sync {
         content_hash: &ContentHash,
     ) -> Result<PathBuf, StoreAccessError>;
 
-    /// Publishes every verified tree of `entries` like [`PackageStore::publish`] (each slot pointed
-    /// at its tree), as one batch: the store flushes once for all of them. One result per entry, in
-    /// order; the outer error is the batch's own (nothing was published).
+    /// Publishes every tree of `entries` like [`PackageStore::publish`] (each slot pointed at its
+    /// tree), as one batch: the store flushes once for all of them. Each tree is checked against
+    /// its content hash on the copy that is published (the one hash of a fresh download): a
+    /// mismatch is [`BatchEntryError::Mismatch`]. One result per entry, in order; the outer error
+    /// is the batch's own (nothing was published).
     fn publish_batch(
         &self,
         entries: &[BatchEntry<'_>],
-    ) -> Result<Vec<Result<PathBuf, StoreAccessError>>, StoreAccessError> {
+    ) -> Result<Vec<Result<PathBuf, BatchEntryError>>, StoreAccessError> {
         Ok(entries
             .iter()
-            .map(|entry| self.publish(entry.cache_key, entry.label, entry.tree, entry.content_hash))
+            .map(|entry| {
+                let published =
+                    self.publish(entry.cache_key, entry.label, entry.tree, entry.content_hash)?;
+                Ok(published)
+            })
             .collect())
     }
 
@@ -198,6 +219,21 @@ fn tree_hash(hash: &ContentHash) -> Result<TreeHash, StoreAccessError> {
 
 fn content_hash(hash: &TreeHash) -> ContentHash {
     ContentHash::from_digest(*hash.as_bytes())
+}
+
+/// What [`PackageStore::publish`] and [`PackageStore::publish_repairing`] share: the label
+/// sanitized and the hash parsed for `publish`, then the slot of `cache_key` pointed at its result.
+fn publish_into_slot(
+    store: &Store,
+    cache_key: &CacheKey,
+    label: &str,
+    content_hash: &ContentHash,
+    publish: impl FnOnce(&str, &TreeHash) -> Result<agentpack_store::StorePath, StoreError>,
+) -> Result<PathBuf, StoreAccessError> {
+    let label = agentpack_store::sanitize_label(label);
+    let path = publish(&label, &tree_hash(content_hash)?)?;
+    store.set_slot(cache_key.as_str(), &path)?;
+    Ok(path.path().to_path_buf())
 }
 
 impl PackageStore for Store {
@@ -249,16 +285,15 @@ impl PackageStore for Store {
         tree: &Path,
         content_hash: &ContentHash,
     ) -> Result<PathBuf, StoreAccessError> {
-        let label = agentpack_store::sanitize_label(label);
-        let path = self.publish_tree(tree, &label, Some(&tree_hash(content_hash)?))?;
-        self.set_slot(cache_key.as_str(), &path)?;
-        Ok(path.path().to_path_buf())
+        publish_into_slot(self, cache_key, label, content_hash, |label, hash| {
+            self.publish_tree(tree, label, Some(hash))
+        })
     }
 
     fn publish_batch(
         &self,
         entries: &[BatchEntry<'_>],
-    ) -> Result<Vec<Result<PathBuf, StoreAccessError>>, StoreAccessError> {
+    ) -> Result<Vec<Result<PathBuf, BatchEntryError>>, StoreAccessError> {
         let labels: Vec<String> = entries
             .iter()
             .map(|entry| agentpack_store::sanitize_label(entry.label))
@@ -284,10 +319,23 @@ impl PackageStore for Store {
             .zip(hashes)
             .map(|(entry, hash)| {
                 hash?;
-                let path = published.next().ok_or_else(|| {
-                    StoreAccessError("the store published fewer trees than it was given".to_owned())
-                })??;
-                self.set_slot(entry.cache_key.as_str(), &path)?;
+                let path = match published.next() {
+                    Some(Ok(path)) => path,
+                    Some(Err(StoreError::ContentHashMismatch { actual, .. })) => {
+                        return Err(BatchEntryError::Mismatch {
+                            actual: content_hash(&actual),
+                        })
+                    }
+                    Some(Err(other)) => return Err(StoreAccessError::from(other).into()),
+                    None => {
+                        return Err(StoreAccessError(
+                            "the store published fewer trees than it was given".to_owned(),
+                        )
+                        .into())
+                    }
+                };
+                self.set_slot(entry.cache_key.as_str(), &path)
+                    .map_err(StoreAccessError::from)?;
                 Ok(path.path().to_path_buf())
             })
             .collect())
@@ -305,10 +353,9 @@ impl PackageStore for Store {
         // sharing those blobs, before the sync that stages them can name what was edited.
         // `repair_tree` with the expected hash refuses a tree that does not match it and hashes the
         // existing store path before keeping it, so the result needs no second hash here.
-        let label = agentpack_store::sanitize_label(label);
-        let repaired = self.repair_tree(tree, &label, Some(&tree_hash(content_hash)?))?;
-        self.set_slot(cache_key.as_str(), &repaired)?;
-        Ok(repaired.path().to_path_buf())
+        publish_into_slot(self, cache_key, label, content_hash, |label, hash| {
+            self.repair_tree(tree, label, Some(hash))
+        })
     }
 
     fn scratch(&self) -> Result<ScratchDir, StoreAccessError> {

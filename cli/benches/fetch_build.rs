@@ -16,7 +16,12 @@
 //!
 //! Ratios in one run, medians; nothing here is asserted (performance is measured, not tested).
 //! `AGENTPACK_BENCH_STRACE=<file>` adds one cold sync under `strace -f -c -w` (wall time per system
-//! call) and writes the summary there.
+//! call) and writes the summary there, and one under `strace -f -e trace=openat` counting the opens
+//! of the locked `reference.md` files (read only to be hashed: opens per file = hash passes).
+//! `AGENTPACK_BENCH_BASELINE=<agentpack binary>` times that binary's cold sync too, interleaved in
+//! every round (a before/after ratio in one run); with `AGENTPACK_BENCH_STRACE` it is traced as
+//! well (`<file>.baseline`). `AGENTPACK_BENCH_BIN=<agentpack binary>` measures that binary instead
+//! of the one cargo built.
 
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::expect_used)]
 
@@ -32,8 +37,16 @@ use support::{bin, median, ms, runs, timed};
 const REPOS: usize = 10;
 const PLUGINS: usize = 10;
 
+/// The binary measured: `AGENTPACK_BENCH_BIN` (a copy other builds cannot replace mid-run), else
+/// the one cargo built for this bench.
+fn agentpack() -> PathBuf {
+    std::env::var_os("AGENTPACK_BENCH_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(bin)
+}
+
 fn run(home: &IsolatedHome, github: Option<&FakeGitHub>, args: &[&str]) -> Duration {
-    timed(home.command(&bin(), github).args(args))
+    timed(home.command(&agentpack(), github).args(args))
 }
 
 /// One repository of the benchmark: `owner/repo`, its commit, the locked package paths in it.
@@ -157,32 +170,66 @@ fn main() {
     let scratch = tempfile::tempdir().unwrap();
     let sequential = floor_script(scratch.path(), &github.api_url(), &repos, false);
     let parallel = floor_script(scratch.path(), &github.api_url(), &repos, true);
+    let baseline = std::env::var_os("AGENTPACK_BENCH_BASELINE").map(PathBuf::from);
     let (mut syncs, mut floors, mut parallel_floors) = (Vec::new(), Vec::new(), Vec::new());
+    let mut baseline_syncs = Vec::new();
     let mut tarballs = Vec::new();
     let mut last = None;
-    for _ in 0..runs {
+    let cold_home = || {
         let home = IsolatedHome::new();
         write_manifest(&home.project, &deps);
         std::fs::write(home.project.join("pack.lock"), &lock).unwrap();
+        home
+    };
+    for _ in 0..runs {
+        let home = cold_home();
         github.reset_counters();
         syncs.push(run(&home, Some(&github), &["sync", "--quiet"]));
         tarballs.push(github.total(Endpoint::Tarball) + github.total(Endpoint::GitHttp));
         floors.push(time_script(&sequential, scratch.path()));
+        if let Some(baseline) = &baseline {
+            let other = cold_home();
+            baseline_syncs.push(timed(
+                other
+                    .command(baseline, Some(&github))
+                    .args(["sync", "--quiet"]),
+            ));
+        }
         parallel_floors.push(time_script(&parallel, scratch.path()));
         last = Some(home);
     }
     let home = last.unwrap();
+    let mut opens = Vec::new();
     if let Ok(summary) = std::env::var("AGENTPACK_BENCH_STRACE") {
-        // One more cold sync under `strace -f -c -w` (wall time per system call) into that file.
-        let traced = IsolatedHome::new();
-        write_manifest(&traced.project, &deps);
-        std::fs::write(traced.project.join("pack.lock"), &lock).unwrap();
-        let mut command = traced.command(Path::new("strace"), Some(&github));
-        command
-            .args(["-f", "-c", "-w", "-o", &summary])
-            .arg(bin())
-            .args(["sync", "--quiet"]);
-        assert!(command.status().unwrap().success());
+        let mut binaries = vec![(agentpack(), summary.clone())];
+        if let Some(baseline) = &baseline {
+            binaries.push((baseline.clone(), format!("{summary}.baseline")));
+        }
+        for (binary, summary) in binaries {
+            // One more cold sync under `strace -f -c -w` (wall time per system call) into that file.
+            let traced = cold_home();
+            let mut command = traced.command(Path::new("strace"), Some(&github));
+            command
+                .args(["-f", "-c", "-w", "-o", &summary])
+                .arg(&binary)
+                .args(["sync", "--quiet"]);
+            assert!(command.status().unwrap().success());
+            // And one tracing every `openat`: how often each locked reference file is opened.
+            let traced = cold_home();
+            let log = format!("{summary}.openat");
+            let mut command = traced.command(Path::new("strace"), Some(&github));
+            command
+                .args(["-f", "-e", "trace=openat", "-o", &log])
+                .arg(&binary)
+                .args(["sync", "--quiet"]);
+            assert!(command.status().unwrap().success());
+            let text = std::fs::read_to_string(&log).unwrap();
+            let count = text
+                .lines()
+                .filter(|line| line.contains("/reference.md\"") && !line.contains("= -1"))
+                .count();
+            opens.push((binary, count));
+        }
     }
     let locked_files = count_files(&scratch.path().join("out"));
     let (sync, floor, parallel_floor) = (median(syncs), median(floors), median(parallel_floors));
@@ -241,4 +288,21 @@ fn main() {
         "| no-op `sync` of the 100 plugins (fast path) | {} | GitHub unreachable |",
         ms(noop)
     );
+    if let Some(baseline) = &baseline {
+        let before = median(baseline_syncs);
+        println!(
+            "| cold `sync` of the baseline `{}` | {} | this binary takes {:.2}x its time; {:.2}x the sequential floor |",
+            baseline.display(),
+            ms(before),
+            sync.as_secs_f64() / before.as_secs_f64(),
+            before.as_secs_f64() / floor.as_secs_f64(),
+        );
+    }
+    for (binary, count) in opens {
+        println!(
+            "| opens of the 300 locked `reference.md` files in one cold sync (`{}`) | {count} | {:.1} per file |",
+            binary.display(),
+            count as f64 / 300.0
+        );
+    }
 }

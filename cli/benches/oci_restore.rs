@@ -2,10 +2,11 @@
 //! `bench/oci_restore.sh`, i.e. `cargo bench -p agentpack-cli --bench oci_restore -- --bench`).
 //!
 //! One machine locks and syncs 50 packages from 5 repositories of the local fake GitHub and pushes
-//! their store paths to a real OCI registry (Debian's `docker-registry` on 127.0.0.1). Then 10 fresh
-//! homes each `sync` the same lock from GitHub, and 10 more with `AGENTPACK_SUBSTITUTERS` naming the
-//! registry. Requests to the fake GitHub are counted (the goal with the substituter: none) and the
-//! median restore times compared. Prints a Markdown table; `docs/src/benchmarks.md` records a run.
+//! their store paths to a real OCI registry (Debian's `docker-registry` on 127.0.0.1) with
+//! `agentpack store push`. Then 10 rounds, each restoring one fresh home by `sync` from GitHub and
+//! one with `AGENTPACK_SUBSTITUTERS` naming the registry (interleaved, so both see the same load).
+//! Requests to the fake GitHub are counted (the goal with the substituter: none) and the median
+//! restore times compared, with the load average before and after. Prints a Markdown table; `docs/src/benchmarks.md` records a run.
 //! Performance is measured here, never asserted in tests.
 
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::expect_used)]
@@ -13,10 +14,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use agentpack_builders::oci::{
-    identity_tag, ArtifactConfig, ArtifactKind, OciClient, OciTransport,
-};
-use agentpack_lockfile::Lockfile;
 use agentpack_test_support::{FakeGitHub, IsolatedHome, TestRegistry};
 
 mod support;
@@ -38,37 +35,35 @@ fn copy_project(from: &Path, to: &Path) {
     }
 }
 
-/// Pushes every locked package's store path under the tag of its content hash (what
-/// `agentpack store push` does for a project).
+/// `agentpack store push` of the origin's project: every locked package's store path, tagged by
+/// its content hash. Returns how many were pushed.
 fn push_lock(home: &IsolatedHome, registry: &TestRegistry, repository: &str) -> usize {
-    let client = OciClient::new(OciTransport::from_env(&|_| None)).unwrap();
-    let target = registry.repository_url(repository).parse().unwrap();
-    let lock = Lockfile::load(&home.project.join("pack.lock")).unwrap();
-    for package in &lock.packages {
-        let hash = package.content_hash.clone().unwrap();
-        let slot = std::fs::canonicalize(
-            home.agentpack_home
-                .join("cache")
-                .join(package.cache_key.as_str()),
-        )
+    let output = home
+        .command(&bin(), None)
+        .args([
+            "store",
+            "push",
+            &registry.repository_url(repository),
+            "--json",
+        ])
+        .output()
         .unwrap();
-        client
-            .push_tree(
-                &target,
-                &identity_tag(hash.as_str()),
-                &slot,
-                &ArtifactConfig {
-                    kind: ArtifactKind::Package,
-                    module: package.module.to_string(),
-                    commit: Some(package.commit.to_string()),
-                    content_identity: hash.to_string(),
-                    executables: Vec::new(),
-                    agentpack_version: env!("CARGO_PKG_VERSION").to_owned(),
-                },
-            )
-            .unwrap();
-    }
-    lock.packages.len()
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let pushed = report["pushed"].as_u64().unwrap_or(0);
+    usize::try_from(pushed).unwrap_or(usize::MAX)
+}
+
+/// The 1-minute load average (`/proc/loadavg`), for the record beside the figures.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
 }
 
 fn main() {
@@ -114,25 +109,26 @@ fn main() {
     let packages = push_lock(&origin, &registry, "bench/cache");
     let substituters = registry.repository_url("bench/cache");
 
-    github.reset_counters();
-    let from_github: Vec<Duration> = (0..HOMES)
-        .map(|_| {
-            let home = IsolatedHome::new();
-            copy_project(&origin.project, &home.project);
-            sync(&home, Some(&github), None)
-        })
-        .collect();
-    let github_requests = github.requests().len();
+    // Interleaved: each round restores one fresh home from GitHub, then one from the registry, so
+    // both sides see the same load.
+    let load_before = load_average();
+    let mut from_github = Vec::new();
+    let mut from_registry = Vec::new();
+    let (mut github_requests, mut registry_requests) = (0, 0);
+    for _ in 0..HOMES {
+        github.reset_counters();
+        let home = IsolatedHome::new();
+        copy_project(&origin.project, &home.project);
+        from_github.push(sync(&home, Some(&github), None));
+        github_requests += github.requests().len();
 
-    github.reset_counters();
-    let from_registry: Vec<Duration> = (0..HOMES)
-        .map(|_| {
-            let home = IsolatedHome::new();
-            copy_project(&origin.project, &home.project);
-            sync(&home, Some(&github), Some(&substituters))
-        })
-        .collect();
-    let registry_requests = github.requests().len();
+        github.reset_counters();
+        let home = IsolatedHome::new();
+        copy_project(&origin.project, &home.project);
+        from_registry.push(sync(&home, Some(&github), Some(&substituters)));
+        registry_requests += github.requests().len();
+    }
+    let load_after = load_average();
 
     let github_median = median(from_github);
     let registry_median = median(from_registry);
@@ -146,7 +142,7 @@ fn main() {
         ms(registry_median)
     );
     println!(
-        "| substituter / GitHub time | {:.2}x | |",
+        "| substituter / GitHub time | {:.2}x | load average {load_before} before, {load_after} after |",
         registry_median.as_secs_f64() / github_median.as_secs_f64()
     );
 }

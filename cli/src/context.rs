@@ -84,11 +84,6 @@ impl Context {
             .unwrap_or_else(|| self.cwd.clone())
     }
 
-    /// The definition root a command works on (see [`Context::roots`]).
-    pub fn project_root(&self) -> Result<PathBuf> {
-        Ok(self.roots()?.definition)
-    }
-
     /// The roots of this command, and why: `--env NAME`, else `--definition-root`, else
     /// `--project-root` (one root), else the nearer of a binding made by `env use` (looked up from
     /// `--workspace`, else the current directory) and the nearest `agentpack.toml` upwards.

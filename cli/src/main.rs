@@ -14,6 +14,7 @@ mod evidence;
 mod fs_transaction;
 mod logging;
 mod mode_generations;
+mod oci_progress;
 mod output;
 mod pipeline;
 mod private_dir;

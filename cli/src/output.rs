@@ -109,6 +109,15 @@ impl Ticker {
     const REDRAW: std::time::Duration = std::time::Duration::from_millis(120);
 
     pub fn start(ctx: &crate::context::Context, label: &str) -> Self {
+        Self::start_with_status(ctx, label, None)
+    }
+
+    /// [`Ticker::start`], the label followed by what `status` says at each redraw (bytes moved).
+    pub fn start_with_status(
+        ctx: &crate::context::Context,
+        label: &str,
+        status: Option<Box<dyn Fn() -> String + Send>>,
+    ) -> Self {
         use std::io::IsTerminal as _;
         if ctx.verbosity != crate::context::Verbosity::Normal || !std::io::stderr().is_terminal() {
             return Self { shown: None };
@@ -125,8 +134,15 @@ impl Ticker {
                 indicatif::ProgressStyle::with_template("{spinner} {msg}… {elapsed}")
                     .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
             );
-            spinner.set_message(label);
+            let message = |status: &Option<Box<dyn Fn() -> String + Send>>| match status {
+                Some(status) => format!("{label} ({})", status()),
+                None => label.clone(),
+            };
+            spinner.set_message(message(&status));
             while !waiter.wait(Self::REDRAW) {
+                if status.is_some() {
+                    spinner.set_message(message(&status));
+                }
                 spinner.tick();
             }
             spinner.finish_and_clear();
@@ -181,6 +197,22 @@ pub fn json<T: Serialize>(body: &T) -> anyhow::Result<()> {
     let mut text = serde_json::to_string_pretty(&enveloped)?;
     text.push('\n');
     write_stdout(text.as_bytes())
+}
+
+/// A byte count for people: `512 B`, `1.5 KiB`, `3.2 MiB`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
 }
 
 #[cfg(test)]

@@ -37,7 +37,7 @@ pub struct Project {
 }
 
 impl Project {
-    /// The project of this command (see [`Context::project_root`]).
+    /// The project of this command (see [`Context::roots`]).
     pub fn discover(ctx: &Context) -> Result<Self> {
         let roots = ctx.roots()?;
         let root = fs_err::canonicalize(&roots.definition)?;

@@ -185,7 +185,10 @@ pub fn render_generation(
     agents: &[Agent],
 ) -> Result<GenerationPlan, HarnessError> {
     let loaded = input::load(inputs)?;
-    Ok(render::render(&loaded, inputs, agents, &input::read_source))
+    let sources = input::SourceReads::default();
+    Ok(render::render(&loaded, inputs, agents, &|path| {
+        sources.read(path)
+    }))
 }
 
 #[cfg(test)]

@@ -24,6 +24,36 @@ pub struct DigestError {
     pub found: String,
 }
 
+impl DigestError {
+    fn refused(what: &'static str, expected: &'static str, found: &str) -> DigestError {
+        DigestError {
+            what,
+            expected,
+            found: found.to_owned(),
+        }
+    }
+}
+
+/// `Display` (the text as it is) and `TryFrom<&str>` (its checked `parse`) of each digest newtype.
+macro_rules! digest_text_impls {
+    ($($name:ident),+) => {$(
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl TryFrom<&str> for $name {
+            type Error = DigestError;
+            fn try_from(s: &str) -> Result<Self, Self::Error> {
+                Self::parse(s)
+            }
+        }
+    )+};
+}
+
+digest_text_impls!(ContentHash, CacheKey, CommitSha);
+
 fn is_lower_hex(s: &str, len: usize) -> bool {
     s.len() == len
         && s.bytes()
@@ -40,11 +70,11 @@ impl ContentHash {
     pub fn parse(s: &str) -> Result<Self, DigestError> {
         match s.strip_prefix(CONTENT_HASH_PREFIX) {
             Some(hex) if is_lower_hex(hex, 64) => Ok(Self(s.to_owned())),
-            _ => Err(DigestError {
-                what: "content_hash",
-                expected: "sha256-tree-v1:<64 lowercase hex digits>",
-                found: s.to_owned(),
-            }),
+            _ => Err(DigestError::refused(
+                "content_hash",
+                "sha256-tree-v1:<64 lowercase hex digits>",
+                s,
+            )),
         }
     }
 
@@ -64,19 +94,6 @@ impl ContentHash {
     }
 }
 
-impl fmt::Display for ContentHash {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl TryFrom<&str> for ContentHash {
-    type Error = DigestError;
-    fn try_from(s: &str) -> Result<Self, Self::Error> {
-        Self::parse(s)
-    }
-}
-
 /// A cache slot name: 64 lowercase hex digits (a SHA-256 of the package identity).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CacheKey(String);
@@ -87,11 +104,11 @@ impl CacheKey {
         if is_lower_hex(s, 64) {
             Ok(Self(s.to_owned()))
         } else {
-            Err(DigestError {
-                what: "cache_key",
-                expected: "<64 lowercase hex digits>",
-                found: s.to_owned(),
-            })
+            Err(DigestError::refused(
+                "cache_key",
+                "<64 lowercase hex digits>",
+                s,
+            ))
         }
     }
 
@@ -111,19 +128,6 @@ impl CacheKey {
     }
 }
 
-impl fmt::Display for CacheKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl TryFrom<&str> for CacheKey {
-    type Error = DigestError;
-    fn try_from(s: &str) -> Result<Self, Self::Error> {
-        Self::parse(s)
-    }
-}
-
 /// A full git commit id: 40 hex digits. Uppercase input is accepted and stored lowercase.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CommitSha(String);
@@ -134,11 +138,7 @@ impl CommitSha {
         if s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
             Ok(Self(s.to_ascii_lowercase()))
         } else {
-            Err(DigestError {
-                what: "commit",
-                expected: "<40 hex digits>",
-                found: s.to_owned(),
-            })
+            Err(DigestError::refused("commit", "<40 hex digits>", s))
         }
     }
 
@@ -150,19 +150,6 @@ impl CommitSha {
     /// The 40 lowercase hex digits.
     pub fn as_str(&self) -> &str {
         &self.0
-    }
-}
-
-impl fmt::Display for CommitSha {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl TryFrom<&str> for CommitSha {
-    type Error = DigestError;
-    fn try_from(s: &str) -> Result<Self, Self::Error> {
-        Self::parse(s)
     }
 }
 

@@ -57,6 +57,7 @@ mod source_exec;
 mod stamps;
 mod store;
 mod tree_hash;
+mod tree_stamps;
 mod verify;
 
 pub use database::{IndexStatus, PathInfo};
@@ -70,7 +71,7 @@ pub use link::{LinkMethod, LinkMode, LINK_MODE_ENV};
 pub use materialize::MaterializeReport;
 pub use meta::{Entry, PathKind, StorePathMeta};
 pub use names::{sanitize_label, BlobId, StorePath, StorePathName};
-pub use publish::{PackageTree, PlannedFile, Source};
+pub use publish::{PackageTree, PlannedFile, Source, StagedBuilt};
 pub use roots::{
     GenerationRoot, HostSeenRecord, IndirectRoot, IndirectRootRecord, Lease, LeaseOptions,
     LeaseRecord, LeaseState, HOST_ROOT_TTL,

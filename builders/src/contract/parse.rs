@@ -23,6 +23,20 @@ fn reject(path: impl Into<String>, problem: impl Into<String>) -> ContractError 
     }
 }
 
+/// `{path}.{field}` names none of `known`: "unknown {what} (known: ...)".
+fn unknown<'a>(
+    path: &str,
+    field: &str,
+    what: &str,
+    known: impl IntoIterator<Item = &'a str>,
+) -> ContractError {
+    let known: Vec<&str> = known.into_iter().collect();
+    reject(
+        format!("{path}.{field}"),
+        format!("unknown {what} (known: {})", known.join(", ")),
+    )
+}
+
 fn only_keys(
     object: &serde_json::Map<String, Value>,
     path: &str,
@@ -30,10 +44,7 @@ fn only_keys(
 ) -> Result<(), ContractError> {
     for key in object.keys() {
         if !allowed.contains(&key.as_str()) {
-            return Err(reject(
-                format!("{path}.{key}"),
-                format!("unknown key (known: {})", allowed.join(", ")),
-            ));
+            return Err(unknown(path, key, "key", allowed.iter().copied()));
         }
     }
     Ok(())
@@ -271,10 +282,8 @@ fn parse_requirement(item: &Value, path: &str) -> Result<Requirement, ContractEr
         )
     })?;
     if !TARGETS.contains(&target) {
-        return Err(reject(
-            format!("{path}.target"),
-            format!("unknown target `{target}` (known: {})", TARGETS.join(", ")),
-        ));
+        let what = format!("target `{target}`");
+        return Err(unknown(path, "target", &what, TARGETS.iter().copied()));
     }
     let predicate_text = string(object, path, "predicate")?
         .ok_or_else(|| reject(format!("{path}.predicate"), "missing"))?;
@@ -302,14 +311,9 @@ fn parse_requirement(item: &Value, path: &str) -> Result<Requirement, ContractEr
         .or(default_category)
         .ok_or_else(|| reject(format!("{selector_path}.category"), "missing"))?;
     let Some((_, properties)) = REGISTRY.iter().find(|(c, _)| *c == category) else {
-        let known: Vec<&str> = REGISTRY.iter().map(|(c, _)| *c).collect();
-        return Err(reject(
-            format!("{selector_path}.category"),
-            format!(
-                "unknown category `{category}` (known: {})",
-                known.join(", ")
-            ),
-        ));
+        let what = format!("category `{category}`");
+        let known = REGISTRY.iter().map(|(c, _)| *c);
+        return Err(unknown(&selector_path, "category", &what, known));
     };
     let default_property = match category {
         "planned_write" => "workspace_configuration",
@@ -318,14 +322,9 @@ fn parse_requirement(item: &Value, path: &str) -> Result<Requirement, ContractEr
     };
     let property = string(selector, &selector_path, "property")?.unwrap_or(default_property);
     if !properties.iter().any(|(p, _)| *p == property) {
-        let known: Vec<&str> = properties.iter().map(|(p, _)| *p).collect();
-        return Err(reject(
-            format!("{selector_path}.property"),
-            format!(
-                "unknown property `{property}` of category {category} (known: {})",
-                known.join(", ")
-            ),
-        ));
+        let what = format!("property `{property}` of category {category}");
+        let known = properties.iter().map(|(p, _)| *p);
+        return Err(unknown(&selector_path, "property", &what, known));
     }
     if predicate == Predicate::NoWorkspaceWrite && (category != "planned_write") {
         return Err(reject(
@@ -336,9 +335,12 @@ fn parse_requirement(item: &Value, path: &str) -> Result<Requirement, ContractEr
     let scope = string(selector, &selector_path, "scope")?;
     if let Some(scope) = scope {
         if !SCOPES.contains(&scope) {
-            return Err(reject(
-                format!("{selector_path}.scope"),
-                format!("unknown scope `{scope}` (known: {})", SCOPES.join(", ")),
+            let what = format!("scope `{scope}`");
+            return Err(unknown(
+                &selector_path,
+                "scope",
+                &what,
+                SCOPES.iter().copied(),
             ));
         }
     }

@@ -1,5 +1,5 @@
-//! The concurrent fill of a lock's empty GitHub slots: repositories fetched at once, the packages of
-//! each snapshot normalized, verified and published as one store batch.
+//! The concurrent fill of a lock's empty GitHub slots: repositories fetched at once, the packages
+//! normalized and published as one store batch that checks each against the lock.
 //!
 //! It never publishes a package that does not match the lock's content hash, and never takes a
 //! package from GitHub once a repository failed (the error names the first package that needed it).
@@ -8,11 +8,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use agentpack_lockfile::lock::{LockedPackage, Lockfile};
+use agentpack_lockfile::validate::{CacheKey, ContentHash};
 use rayon::prelude::*;
 
 use crate::github::RepoId;
-use crate::package_store::{BatchEntry, PackageStore};
-use crate::resolve::{download_normalized, ResolutionError};
+use crate::package_store::{BatchEntry, BatchEntryError, PackageStore};
+use crate::resolve::{fetch_normalized, Fetched, ResolutionError};
 use crate::snapshot::{FetchError, SnapshotFetcher};
 
 /// What [`fill_from_github`] published.
@@ -22,21 +23,51 @@ pub struct Filled {
     pub slots: BTreeMap<String, PathBuf>,
     /// One per symbolic link the downloads emptied (see [`crate::resolve::Downloaded::warnings`]).
     pub warnings: Vec<String>,
+    /// The slot and content hash of every package filled, by cache key (see [`Filled::checked_slot`]).
+    checked: BTreeMap<String, (PathBuf, ContentHash)>,
+}
+
+impl Filled {
+    /// The slot of `cache_key` when this fill published it in this process, the store having
+    /// checked what it published against `expected` (the lock's hash): a walk that follows needs no
+    /// second hash of it. In-process knowledge only: another command re-hashes the slot.
+    pub fn checked_slot(&self, cache_key: &CacheKey, expected: &ContentHash) -> Option<&Path> {
+        self.checked
+            .get(cache_key.as_str())
+            .filter(|(_, hash)| hash == expected)
+            .map(|(slot, _)| slot.as_path())
+    }
 }
 
 /// Fills the empty slots of `lock`'s GitHub packages that have a content hash, from GitHub: the
 /// repositories they need are fetched first, all of them concurrently
 /// ([`SnapshotFetcher::prefetch_packages`]: kept snapshots checked, missing ones downloaded, each
-/// once, extracting only the locked paths of each archive), then every package is copied out of its snapshot, normalized and checked against the lock, and
-/// the packages of each repository snapshot are published as one store batch
-/// ([`PackageStore::publish_batch`]: one flush per archive, not per package). When a repository
-/// cannot be fetched, the first package of the lock that needed it names the error and nothing is
-/// published from GitHub; a package whose download does not match the lock is refused
+/// once, extracting only the locked paths of each archive), then every package is copied out of
+/// its snapshot and normalized, and all of them are published as one store batch
+/// ([`PackageStore::publish_batch`]: one flush for the fill, not one per package or archive), the
+/// store checking each published copy against the lock's content hash: that is the one hash of a
+/// fresh package. The snapshots the prefetch downloaded are kept in the store after the batch
+/// ([`SnapshotFetcher::place_kept`]), inside its flush. When a repository cannot be fetched, the
+/// first package of the lock that needed it names the error and nothing is published from GitHub;
+/// a package whose download does not match the lock is refused
 /// ([`ResolutionError::FetchedMismatch`]) after the others of its batch are published.
 /// Filled slots (verified, restored or repaired one by one by the callers) and packages without a
 /// content hash are not looked at. `scratch` is a directory on the store's filesystem. `fetch_lock`
 /// and the resolver (pins kept) call it before they walk the lock.
 pub fn fill_from_github(
+    lock: &Lockfile,
+    fetcher: &SnapshotFetcher,
+    store: &dyn PackageStore,
+    scratch: &Path,
+) -> Result<Filled, ResolutionError> {
+    let filled = fill_groups(lock, fetcher, store, scratch);
+    // Whatever happened to the packages, the downloads are kept (their warnings go to the fetcher).
+    fetcher.place_kept();
+    filled
+}
+
+/// [`fill_from_github`] but for keeping the downloads.
+fn fill_groups(
     lock: &Lockfile,
     fetcher: &SnapshotFetcher,
     store: &dyn PackageStore,
@@ -89,61 +120,44 @@ pub fn fill_from_github(
         path: dir.clone(),
         cause: source,
     })?;
-    let filled: Vec<Result<Filled, ResolutionError>> = groups
-        .par_iter()
-        .enumerate()
-        .map(|(group, ((repo, commit), packages))| {
-            fill_group(
-                fetcher,
-                store,
-                repo,
-                commit,
-                packages,
-                &dir.join(group.to_string()),
-            )
+    let jobs: Vec<(&RepoId, &str, &LockedPackage)> = groups
+        .iter()
+        .flat_map(|((repo, commit), packages)| {
+            packages
+                .iter()
+                .map(move |package| (repo, commit.as_str(), *package))
         })
         .collect();
-    let mut all = Filled::default();
-    for group in filled {
-        let group = group?;
-        all.slots.extend(group.slots);
-        all.warnings.extend(group.warnings);
-    }
-    Ok(all)
+    publish_fetched(fetcher, store, &jobs, &dir)
 }
 
-/// The packages of one repository snapshot: copied out, normalized and checked in parallel (each
-/// into `dir/<index>`), then published as one batch.
-fn fill_group(
+/// The packages of every repository snapshot: copied out and normalized in parallel (each into
+/// `dir/<index>`), then published as one store batch (one flush for the whole fill, the kept
+/// snapshots' included), which checks each against the lock.
+fn publish_fetched(
     fetcher: &SnapshotFetcher,
     store: &dyn PackageStore,
-    repo: &RepoId,
-    commit: &str,
-    packages: &[&LockedPackage],
+    jobs: &[(&RepoId, &str, &LockedPackage)],
     dir: &Path,
 ) -> Result<Filled, ResolutionError> {
-    let downloaded: Vec<Result<(PathBuf, crate::resolve::Downloaded), ResolutionError>> = packages
+    let fetched: Vec<Result<(PathBuf, Fetched), ResolutionError>> = jobs
         .par_iter()
         .enumerate()
-        .map(|(index, package)| {
+        .map(|(index, (repo, commit, package))| {
             let module = package.module.as_str();
             let tree = dir.join(index.to_string());
             tracing::debug!(module, commit, "source: GitHub (no cache slot)");
-            let downloaded =
-                download_normalized(fetcher, store, module, repo, commit, &package.path, &tree)?;
-            if let Some(expected) = &package.content_hash {
-                downloaded.check_matches(store, &tree, expected, module, commit)?;
-            }
-            Ok((tree, downloaded))
+            let fetched = fetch_normalized(fetcher, module, repo, commit, &package.path, &tree)?;
+            Ok((tree, fetched))
         })
         .collect();
-    // Everything that verified is published, even when another package of the batch failed.
-    let mut verified = Vec::new();
+    // Everything that was fetched is published, even when another package failed.
+    let mut ready = Vec::new();
     let mut first_error = None;
-    for (package, result) in packages.iter().zip(downloaded) {
+    for ((_, commit, package), result) in jobs.iter().zip(fetched) {
         match (result, &package.content_hash) {
-            (Ok((tree, downloaded)), Some(content_hash)) => {
-                verified.push((package, tree, downloaded, content_hash))
+            (Ok((tree, fetched)), Some(content_hash)) => {
+                ready.push((*package, *commit, tree, fetched, content_hash))
             }
             (Err(error), _) => {
                 first_error.get_or_insert_with(|| name_package(package.module.as_str(), error));
@@ -151,9 +165,9 @@ fn fill_group(
             (Ok(_), None) => {}
         }
     }
-    let entries: Vec<BatchEntry<'_>> = verified
+    let entries: Vec<BatchEntry<'_>> = ready
         .iter()
-        .map(|(package, tree, _, content_hash)| BatchEntry {
+        .map(|(package, _, tree, _, content_hash)| BatchEntry {
             cache_key: &package.cache_key,
             label: package.module.as_str(),
             tree,
@@ -162,17 +176,60 @@ fn fill_group(
         .collect();
     let published = store.publish_batch(&entries)?;
     let mut filled = Filled::default();
-    for ((package, _, downloaded, _), slot) in verified.iter().zip(published) {
+    for ((package, commit, _, fetched, content_hash), slot) in ready.iter().zip(published) {
         let module = package.module.as_str();
-        let slot = slot?;
-        store.record_executables(&slot, &downloaded.executables)?;
-        filled.warnings.extend(downloaded.warnings(module));
+        let slot = match slot {
+            Ok(slot) => slot,
+            Err(BatchEntryError::Mismatch { actual }) => {
+                first_error.get_or_insert_with(|| ResolutionError::FetchedMismatch {
+                    module: module.to_owned(),
+                    expected: content_hash.to_string(),
+                    actual: actual.to_string(),
+                    commit: (*commit).to_owned(),
+                });
+                continue;
+            }
+            Err(BatchEntryError::Store(error)) => {
+                first_error.get_or_insert(ResolutionError::Store(error));
+                continue;
+            }
+        };
+        store.record_executables(&slot, &fetched.executables)?;
+        filled.warnings.extend(fetched.warnings(module));
+        filled.checked.insert(
+            package.cache_key.as_str().to_owned(),
+            (slot.clone(), (*content_hash).clone()),
+        );
         filled.slots.insert(module.to_owned(), slot);
     }
     match first_error {
         Some(error) => Err(error),
         None => Ok(filled),
     }
+}
+
+/// The warning of a best-effort [`fill_from_github`] that failed (the resolver's walk then fetches
+/// what it still needs one by one, and reports a failure that still matters as an error).
+pub fn fill_failed_warning(error: &ResolutionError) -> String {
+    let text = error.to_string();
+    let mut lines = text.lines();
+    let mut warning = format!(
+        "warning: the concurrent fetch of the locked packages failed; each package still needed was fetched on its own\n  cause     {}",
+        lines.next().unwrap_or_default()
+    );
+    let mut has_fix = false;
+    for line in lines {
+        has_fix |= line.trim_start().starts_with("fix ");
+        warning.push('\n');
+        if !line.starts_with(' ') {
+            warning.push_str("  ");
+        }
+        warning.push_str(line);
+    }
+    if !has_fix {
+        warning.push_str("\n  fix       check the network and the package named; `agentpack sync -v` shows each download");
+    }
+    warning
 }
 
 /// A download error of `module`'s repository, naming the package (other errors as they are).

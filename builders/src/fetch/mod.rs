@@ -7,8 +7,8 @@
 //! and reported as repaired); an empty slot is filled
 //! from a download (once per repository and commit), normalized and verified before it is published.
 //! Empty slots are filled first by [`fill_from_github`]: their repositories fetched concurrently
-//! ([`crate::snapshot::SnapshotFetcher::prefetch`]), the packages of each repository snapshot
-//! published as one store batch (one flush per archive); a repository that fails stops the fetch
+//! ([`crate::snapshot::SnapshotFetcher::prefetch_packages`]), their packages published as one
+//! store batch (one flush for all of them and the kept snapshots); a repository that fails stops the fetch
 //! before any package is taken from GitHub (what substituters served is already in place), naming
 //! the first package that needed it.
 //! Path and `local/` packages are re-copied every time; their new pins are returned for the lock.
@@ -42,7 +42,7 @@ mod restore;
 
 pub use check::{check_lock, CheckOutcome, SlotProblem};
 use fill::name_package;
-pub use fill::{fill_from_github, Filled};
+pub use fill::{fill_failed_warning, fill_from_github, Filled};
 pub(crate) use restore::{restore_damaged, Damaged};
 
 /// What fetching may do besides filling empty slots.

@@ -55,7 +55,15 @@ pub(super) fn share_unconverted_dirs(
             continue;
         };
         let prefix = format!("{dir}/");
-        files.retain(|path, _| !path.starts_with(&prefix));
+        let inside: Vec<String> = files
+            .range(prefix.clone()..)
+            .map(|(path, _)| path)
+            .take_while(|path| path.starts_with(&prefix))
+            .cloned()
+            .collect();
+        for path in inside {
+            files.remove(&path);
+        }
         files.insert(
             dir.clone(),
             PlannedFile::new(

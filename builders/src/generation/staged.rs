@@ -219,11 +219,7 @@ pub fn check_staged(
     generation: &StorePath,
     shown_root: &Path,
 ) -> Result<StagedDiff, StoreError> {
-    let recorded = recorded(store, generation)?;
-    let found = on_disk(generation.path(), true);
-    Ok(compare(shown_root, &recorded, &found, |want, have| {
-        want == have
-    }))
+    check(store, generation, shown_root, true)
 }
 
 /// Compares type, size and execute bit only: cheap, for the report of a plain sync.
@@ -232,8 +228,19 @@ pub fn quick_check(
     generation: &StorePath,
     shown_root: &Path,
 ) -> Result<StagedDiff, StoreError> {
+    check(store, generation, shown_root, false)
+}
+
+/// The staged tree of `generation` compared with its record: every file's hash when `hash`, else
+/// only what listing it tells (type, size, execute bit).
+fn check(
+    store: &Store,
+    generation: &StorePath,
+    shown_root: &Path,
+    hash: bool,
+) -> Result<StagedDiff, StoreError> {
     let recorded = recorded(store, generation)?;
-    let found = on_disk(generation.path(), false);
+    let found = on_disk(generation.path(), hash);
     Ok(compare(
         shown_root,
         &recorded,
@@ -246,7 +253,7 @@ pub fn quick_check(
                 Recorded::File {
                     size: b, exec: y, ..
                 },
-            ) => a == b && x == y,
+            ) if !hash => a == b && x == y,
             _ => want == have,
         },
     ))

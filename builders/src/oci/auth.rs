@@ -10,8 +10,10 @@
 //! 3. none: anonymous (public pulls; a registry that issues anonymous bearer tokens through
 //!    `WWW-Authenticate` still works, the client asks its token endpoint).
 //!
-//! Credential helpers (`credsStore`, `credHelpers`) are not run. This module only reads; it
-//! never writes a credential anywhere, and its `Debug` output shows no secret.
+//! Credential helpers (`credsStore`, `credHelpers`) are not run; which helper the docker config
+//! names for a registry is kept ([`OciTransport::credential_helper_for`]) so that a refusal can
+//! say so. This module only reads; it never writes a credential anywhere, and its `Debug` output
+//! shows no secret.
 //!
 //! HTTPS is the default; plain HTTP is used only for loopback registries (`127.0.0.1`, `::1`,
 //! `localhost`) and the hosts listed, comma-separated, in `AGENTPACK_OCI_INSECURE` (`host` or
@@ -81,6 +83,10 @@ pub struct OciTransport {
     token: Option<Credential>,
     docker_auths: BTreeMap<String, Credential>,
     docker_config: Option<PathBuf>,
+    /// `credHelpers` of the docker config: registry -> helper name.
+    docker_cred_helpers: BTreeMap<String, String>,
+    /// `credsStore` of the docker config.
+    docker_creds_store: Option<String>,
     insecure: Vec<String>,
     /// Attempts after the first for a connect error, a timeout, a 429 or a 5xx.
     pub retries: u32,
@@ -99,6 +105,8 @@ impl Default for OciTransport {
             token: None,
             docker_auths: BTreeMap::new(),
             docker_config: None,
+            docker_cred_helpers: BTreeMap::new(),
+            docker_creds_store: None,
             insecure: Vec::new(),
             retries: 3,
             backoff: Duration::from_millis(250),
@@ -204,7 +212,37 @@ impl OciTransport {
                 }
             }
         }
+        if let Some(helpers) = value.get("credHelpers").and_then(|h| h.as_object()) {
+            for (key, helper) in helpers {
+                if let Some(helper) = helper.as_str().filter(|h| !h.is_empty()) {
+                    self.docker_cred_helpers
+                        .insert(normalize_auth_key(key), helper.to_owned());
+                }
+            }
+        }
+        self.docker_creds_store = value
+            .get("credsStore")
+            .and_then(|s| s.as_str())
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned);
         self.docker_config = Some(path);
+    }
+
+    /// The credential helper the docker config names for `registry` (its `credHelpers` entry,
+    /// else `credsStore`), as `docker-credential-<name>`: agentpack does not run it, and says so
+    /// when the registry refuses a call made without credentials.
+    pub fn credential_helper_for(&self, registry: &str) -> Option<String> {
+        let key = normalize_auth_key(registry);
+        self.docker_cred_helpers
+            .get(&key)
+            .or_else(|| self.docker_cred_helpers.get(host_of(&key)))
+            .or(self.docker_creds_store.as_ref())
+            .map(|name| format!("docker-credential-{name}"))
+    }
+
+    /// The docker config that was read, if any.
+    pub fn docker_config_path(&self) -> Option<&std::path::Path> {
+        self.docker_config.as_deref()
     }
 
     /// Warnings met while reading the environment (an unreadable docker config).
@@ -306,6 +344,36 @@ mod tests {
         assert_eq!(transport.warnings().len(), 1, "{:?}", transport.warnings());
         let shown = format!("{transport:?}");
         assert!(!shown.contains("\"pw\""), "{shown}");
+    }
+
+    #[test]
+    fn credential_helpers_are_named_not_run() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("config.json"),
+            r#"{"credsStore":"desktop","credHelpers":{"ghcr.io":"gh","https://123.dkr.ecr.us-east-1.amazonaws.com":"ecr-login"}}"#,
+        )
+        .unwrap();
+        let transport =
+            OciTransport::from_env(&env(&[("DOCKER_CONFIG", dir.path().display().to_string())]));
+        assert_eq!(
+            transport.credential_helper_for("ghcr.io").as_deref(),
+            Some("docker-credential-gh")
+        );
+        assert_eq!(
+            transport
+                .credential_helper_for("123.dkr.ecr.us-east-1.amazonaws.com")
+                .as_deref(),
+            Some("docker-credential-ecr-login")
+        );
+        assert_eq!(
+            transport.credential_helper_for("quay.io").as_deref(),
+            Some("docker-credential-desktop")
+        );
+        assert_eq!(transport.credential_for("ghcr.io"), None);
+        assert!(OciTransport::anonymous()
+            .credential_helper_for("ghcr.io")
+            .is_none());
     }
 
     #[test]

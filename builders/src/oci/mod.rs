@@ -21,7 +21,7 @@ pub mod reference;
 
 pub use artifact::{ArtifactConfig, ArtifactKind};
 pub use auth::OciTransport;
-pub use client::{OciClient, PulledTree, PushJob, PushOutcome};
+pub use client::{OciClient, PulledTree, PushJob, PushOutcome, TransferSnapshot, Transfers};
 pub use reference::{identity_tag, parse_oci_url, OciReference, OciRepository};
 
 use std::path::PathBuf;

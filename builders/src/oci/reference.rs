@@ -39,9 +39,10 @@ const TAG_RULE: &str =
 /// What a valid digest is, for the error.
 const DIGEST_RULE: &str = "a digest is sha256: and 64 lowercase hex digits";
 
+/// The error for `input`, which it names without the userinfo of any URL in it.
 fn invalid(input: &str, reason: impl Into<String>) -> OciError {
     OciError::InvalidReference {
-        input: input.to_owned(),
+        input: agentpack_harness::render::credentials::redact_url_userinfo(input),
         reason: reason.into(),
     }
 }
@@ -230,6 +231,16 @@ pub fn parse_oci_url(input: &str) -> Result<(OciRepository, Option<OciReference>
     let Some(rest) = input.strip_prefix(SCHEME) else {
         return Err(invalid(input, "it does not start with oci://"));
     };
+    if rest
+        .split('/')
+        .next()
+        .is_some_and(|authority| authority.contains('@'))
+    {
+        return Err(invalid(
+            input,
+            "credentials do not belong in an oci:// address (it is written to pack.lock and shown in messages); give them with AGENTPACK_OCI_TOKEN or `docker login`",
+        ));
+    }
     if let Some((path, digest)) = rest.split_once('@') {
         let repository = split_repository(input, path)?;
         return Ok((repository, Some(OciReference::digest(digest)?)));
@@ -302,6 +313,19 @@ mod tests {
         ] {
             let error = input.parse::<OciRepository>().unwrap_err().to_string();
             assert!(error.contains(reason), "{input}: {error}");
+        }
+    }
+
+    #[test]
+    fn credentials_in_the_address_are_refused_and_never_shown() {
+        for input in [
+            "oci://user:s3cret-pw@ghcr.io/acme/skills",
+            "oci://user:s3cret-pw@ghcr.io/acme/skills:1.0.0",
+            "oci://s3cret-pw@127.0.0.1:5000/a@sha256:00",
+        ] {
+            let error = parse_oci_url(input).unwrap_err().to_string();
+            assert!(error.contains("AGENTPACK_OCI_TOKEN"), "{error}");
+            assert!(!error.contains("s3cret-pw"), "{error}");
         }
     }
 

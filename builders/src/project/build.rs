@@ -66,15 +66,15 @@ impl ProjectSession {
 
     /// Step 3 without step 2, when nothing needs rendering: the published generation that serves
     /// `agents` for `planned` (see [`generation::reuse_published`]), restored when its staged files
-    /// changed, with the secret-bearing values of `secrets_of` rendered under its name (that agent
-    /// only). `None` when nothing published serves them, or when restoring had to remove it: plan
-    /// and build it then.
+    /// changed, with the secret-bearing values of each of `secrets_of` rendered under its name
+    /// (those agents only). `None` when nothing published serves them, or when restoring had to
+    /// remove it: plan and build it then.
     pub fn reuse(
         &self,
         planned: &super::PlannedInputs,
         mode_dir: &str,
         agents: &[Agent],
-        secrets_of: Option<Agent>,
+        secrets_of: &[Agent],
     ) -> Result<Option<Generation>, PipelineError> {
         self.refuse_if_read_only("reuse a generation")?;
         let store = self.store().as_ref();
@@ -87,7 +87,7 @@ impl ProjectSession {
             return Ok(None);
         }
         let mut built = reused;
-        if let Some(agent) = secrets_of {
+        for &agent in secrets_of {
             let layer = generation::render_secrets(store, &planned.inputs, agent)?;
             if !layer.is_empty() {
                 built.secrets.insert(agent, layer);

@@ -33,12 +33,13 @@ pub mod plan;
 pub mod resolve;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 
 use agentpack_lockfile::{LockError, Lockfile, Manifest, ManifestDocument, ManifestError};
 use agentpack_store::Store;
 
 use crate::session::GitHubSession;
+use crate::warnings::{Once, WarningList};
 
 pub use build::{Generation, Selected};
 pub use files::ProjectFiles;
@@ -169,16 +170,10 @@ pub struct ProjectSession {
     github: OnceLock<GitHubSession>,
     files: ProjectFiles,
     manifest: Manifest,
-    warnings: Mutex<Warnings>,
+    /// Every step's warnings, each once per session ([`Once::ForLife`]).
+    warnings: WarningList,
     /// Opened with [`ProjectSession::open_read_only`].
     read_only: bool,
-}
-
-/// The warnings collected and not yet taken, and every one collected so far.
-#[derive(Debug, Default)]
-struct Warnings {
-    pending: Vec<String>,
-    seen: std::collections::HashSet<String>,
 }
 
 impl std::fmt::Debug for ProjectSession {
@@ -208,7 +203,7 @@ impl ProjectSession {
             github: OnceLock::new(),
             files,
             manifest,
-            warnings: Mutex::new(Warnings::default()),
+            warnings: WarningList::new(Once::ForLife),
             read_only: false,
         })
     }
@@ -324,23 +319,12 @@ impl ProjectSession {
 
     /// Adds warnings for the cli to print (see [`ProjectSession::warn`]).
     pub fn warn_all(&self, warnings: impl IntoIterator<Item = String>) {
-        let mut collected = self.warnings.lock().unwrap_or_else(PoisonError::into_inner);
-        for warning in warnings {
-            if collected.seen.insert(warning.clone()) {
-                collected.pending.push(warning);
-            }
-        }
+        self.warnings.extend(warnings);
     }
 
     /// Every warning collected since the last call, the store's included, in the order they came.
     pub fn take_warnings(&self) -> Vec<String> {
-        let mut warnings = std::mem::take(
-            &mut self
-                .warnings
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .pending,
-        );
+        let mut warnings = self.warnings.take();
         warnings.extend(self.store.take_warnings());
         warnings
     }

@@ -1,5 +1,6 @@
 //! [`download_normalized`]: one GitHub package downloaded, normalized and hashed, for callers
-//! outside resolution (e.g. `fetch` refilling an empty slot).
+//! outside resolution (e.g. `fetch` refilling an empty slot); [`fetch_normalized`] the same
+//! without the hash, for callers that publish with the lock's hash (the store checks it).
 //!
 //! Must never publish a tree whose hash does not match the expected one.
 
@@ -28,14 +29,7 @@ pub struct Downloaded {
 impl Downloaded {
     /// One warning per emptied link, naming the package and the link.
     pub fn warnings(&self, module: &str) -> Vec<String> {
-        self.links_emptied
-            .iter()
-            .map(|link| {
-                format!(
-                    "{module}: symbolic link {link} is absolute or leaves the package; not followed: the copy holds an empty file in its place\n  fix  ask the package's author to link inside the package with a relative path"
-                )
-            })
-            .collect()
+        emptied_link_warnings(module, &self.links_emptied)
     }
 
     /// Refuses this download, copied into `tree`, unless it matches the lock's `expected` hash.
@@ -73,6 +67,40 @@ pub fn download_normalized(
     path: &str,
     tree: &Path,
 ) -> Result<Downloaded, ResolutionError> {
+    let fetched = fetch_normalized(fetcher, module, repo, commit, path, tree)?;
+    Ok(Downloaded {
+        content_hash: store.hash_tree(tree)?,
+        links_emptied: fetched.links_emptied,
+        executables: fetched.executables,
+    })
+}
+
+/// A GitHub package copied into its tree and normalized, not hashed: for a caller that publishes
+/// it with the lock's content hash, which the store checks on the copy it publishes
+/// ([`crate::package_store::BatchEntryError::Mismatch`]), so the tree is hashed once.
+pub struct Fetched {
+    /// As [`Downloaded::links_emptied`].
+    pub links_emptied: Vec<String>,
+    /// As [`Downloaded::executables`].
+    pub executables: std::collections::BTreeSet<String>,
+}
+
+impl Fetched {
+    /// As [`Downloaded::warnings`].
+    pub fn warnings(&self, module: &str) -> Vec<String> {
+        emptied_link_warnings(module, &self.links_emptied)
+    }
+}
+
+/// [`download_normalized`] without the hash (see [`Fetched`]).
+pub fn fetch_normalized(
+    fetcher: &SnapshotFetcher,
+    module: &str,
+    repo: &RepoId,
+    commit: &str,
+    path: &str,
+    tree: &Path,
+) -> Result<Fetched, ResolutionError> {
     let copied = fetcher.fetch_package(repo, commit, path, tree)?;
     // The snapshot the package was copied from (a prefetch may have extracted only its packages).
     let snapshot = fetcher.snapshot_for(repo, commit, path)?;
@@ -101,9 +129,20 @@ pub fn download_normalized(
             inline_manifest: None,
         },
     )?;
-    Ok(Downloaded {
-        content_hash: store.hash_tree(tree)?,
+    Ok(Fetched {
         links_emptied,
         executables: normalized.with_copied_executables(&copied.executables),
     })
+}
+
+/// One warning per emptied link, naming the package and the link.
+fn emptied_link_warnings(module: &str, links_emptied: &[String]) -> Vec<String> {
+    links_emptied
+        .iter()
+        .map(|link| {
+            format!(
+                "{module}: symbolic link {link} is absolute or leaves the package; not followed: the copy holds an empty file in its place\n  fix  ask the package's author to link inside the package with a relative path"
+            )
+        })
+        .collect()
 }

@@ -267,6 +267,13 @@ impl Run<'_, '_> {
             }
         }
         if let Some(expected) = &expected {
+            // Filled by this command's fill, the store having checked it against this hash.
+            if let Some(slot) = self.filled.checked_slot(&cache_key, expected) {
+                tracing::debug!(module, slot = %slot.display(), "source: the cache slot this command filled (checked when published)");
+                let slot = slot.to_path_buf();
+                let content_hash = Some(expected.clone());
+                return self.node(module, &repo, &path, commit, cache_key, content_hash, slot);
+            }
             let cached = match store.check_slot(&cache_key, expected)? {
                 SlotCheck::Verified(slot) => {
                     tracing::debug!(module, slot = %slot.display(), "source: the verified cache slot");

@@ -36,7 +36,7 @@ mod github;
 mod local;
 mod oci;
 
-pub use download::{download_normalized, Downloaded};
+pub use download::{download_normalized, fetch_normalized, Downloaded, Fetched};
 pub use error::ResolutionError;
 
 /// Which pins may move.
@@ -214,6 +214,7 @@ pub fn resolve(
         scratch: scratch.path(),
         warnings: Vec::new(),
         counter: 0,
+        filled: crate::fetch::Filled::default(),
     };
     // Pins kept: the old lock's packages with empty slots are asked of the substituters all at
     // once, instead of one by one as the graph is walked (each verified against its hash).
@@ -226,12 +227,14 @@ pub fn resolve(
         crate::substitute::fill_from_substituters(old, env.fetcher, env.store, &substitutes)?;
         // Then the rest from GitHub: repositories fetched concurrently, one store batch per
         // repository snapshot. Best effort: a package the walk still needs and that could not be
-        // filled here is downloaded (and its failure reported) by the walk, as before.
+        // filled here is downloaded (and its failure reported) by the walk, as before; the
+        // failure is a warning all the same (the walk may not need that package any more).
         match crate::fetch::fill_from_github(old, env.fetcher, env.store, &substitutes) {
-            Ok(filled) => run.warnings.extend(filled.warnings),
-            Err(error) => {
-                tracing::debug!(%error, "filling the lock's empty slots failed; the walk fetches one by one")
+            Ok(filled) => {
+                run.warnings.extend(filled.warnings.iter().cloned());
+                run.filled = filled;
             }
+            Err(error) => run.warnings.push(crate::fetch::fill_failed_warning(&error)),
         }
         run.warnings.extend(env.fetcher.take_warnings());
     }
@@ -452,6 +455,8 @@ struct Run<'a, 'e> {
     scratch: &'a Path,
     warnings: Vec<String>,
     counter: usize,
+    /// What the fill of the old lock's empty slots published (pins kept): not hashed again.
+    filled: crate::fetch::Filled,
 }
 
 impl Run<'_, '_> {

@@ -47,7 +47,7 @@ impl Run<'_, '_> {
             &tree,
         );
         self.warnings.extend(self.env.fetcher.take_warnings());
-        let (entry, slot) = materialized?;
-        Ok(Node::new(entry, slot))
+        let materialized = materialized?;
+        Ok(Node::new(materialized.entry, materialized.slot))
     }
 }

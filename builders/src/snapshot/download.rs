@@ -1,6 +1,7 @@
 //! The state the fetcher's concurrent workers share: one slot per (repo, commit), so a repository is
-//! downloaded (tarball, else git protocol) or loaded from the store once however many workers ask,
-//! and packages copied out of the snapshot.
+//! downloaded (tarball, else git protocol) or loaded from the store once however many workers ask;
+//! keeping a download in the store, at once or staged until the package batches that follow
+//! ([`Keep`]); and packages copied out of the snapshot ([`SnapshotFetcher::fetch_package`]).
 //!
 //! It never verifies a package against the lock (the fetch layer's job) and never prints: warnings
 //! go to the shared list.
@@ -15,7 +16,17 @@ use crate::github::git_protocol::{self, GitFetchError};
 use crate::github::{RepoId, SourceFailure};
 
 use super::kept::{covers, keep, load_kept, Blake3Tee, Kept};
-use super::{FetchError, FetchedVia, RepoSnapshot, Shared};
+use super::{FetchError, FetchedVia, RepoSnapshot, Shared, SnapshotFetcher};
+
+/// When a download is kept in the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Keep {
+    /// Published at once (its own flush).
+    Now,
+    /// Staged, and named by [`Shared::place_kept`] after the flush of the package batches that
+    /// follow (a prefetch for a lock's packages).
+    Deferred,
+}
 
 /// A downloaded tarball left in the scratch directory for [`keep`], with the BLAKE3 its
 /// extraction took (`None`: `keep` reads the file again for it).
@@ -37,18 +48,20 @@ impl Shared {
         repo: &RepoId,
         commit: &str,
     ) -> Result<Arc<RepoSnapshot>, FetchError> {
-        self.snapshot_covering(repo, commit, None, None)
+        self.snapshot_covering(repo, commit, None, None, Keep::Now)
     }
 
     /// A snapshot of `repo` at `commit` holding `paths` (`None`: the whole repository): the one this
     /// fetcher has when it covers them, else the kept one (whole), else a download, which extracts
-    /// only what `extract_only` needs (the whole tarball is kept in the store all the same).
+    /// only what `extract_only` needs (the whole tarball is kept in the store all the same, now or,
+    /// [`Keep::Deferred`], staged for [`Shared::place_kept`]).
     pub(super) fn snapshot_covering(
         &self,
         repo: &RepoId,
         commit: &str,
         paths: Option<&[String]>,
         extract_only: Option<&[String]>,
+        keeping: Keep,
     ) -> Result<Arc<RepoSnapshot>, FetchError> {
         let key = (repo.key(), commit.to_ascii_lowercase());
         let slot = {
@@ -69,6 +82,8 @@ impl Shared {
         // A part of the tree was extracted in this command: the rest comes from the kept snapshot,
         // else (not kept) a download of the whole tree.
         let extract_only = if guard.is_some() { None } else { extract_only };
+        // A download of this pair staged earlier in this command is kept now, to be read back.
+        self.place_kept_of(&key);
         let kept = match self.store() {
             Some(store) => load_kept(
                 store,
@@ -90,11 +105,19 @@ impl Shared {
                     let tarball = tarball
                         .as_ref()
                         .map(|(path, digest)| (path.as_path(), *digest));
-                    if let Err(reason) = keep(store, &downloaded, tarball) {
-                        self.warn(format!(
-                            "warning: could not keep the download of github.com/{repo} at {} in the store ({reason}); the next command downloads it again\n  fix       run `agentpack store verify` and check the store's free space and permissions",
-                            key.1
-                        ));
+                    match keep(store, &downloaded, tarball) {
+                        Ok(staged) if keeping == Keep::Deferred => {
+                            self.pending_keeps
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .insert(key.clone(), staged);
+                        }
+                        Ok(staged) => {
+                            if let Err(error) = store.place_built(staged) {
+                                self.warn_not_kept(repo, &key.1, &error.to_string());
+                            }
+                        }
+                        Err(reason) => self.warn_not_kept(repo, &key.1, &reason),
                     }
                 }
                 if let Some((tarball, _)) = tarball {
@@ -117,6 +140,47 @@ impl Shared {
         let snapshot = Arc::new(snapshot);
         *guard = Some(Arc::clone(&snapshot));
         Ok(snapshot)
+    }
+
+    fn warn_not_kept(&self, repo: &dyn std::fmt::Display, commit: &str, reason: &str) {
+        self.warn(format!(
+            "warning: could not keep the download of github.com/{repo} at {commit} in the store ({reason}); the next command downloads it again\n  fix       run `agentpack store verify` and check the store's free space and permissions"
+        ));
+    }
+
+    /// Keeps every download a prefetch staged ([`Keep::Deferred`]): named in the store after the
+    /// flush of the package batches that followed (one flush of its own when none did).
+    pub(super) fn place_kept(&self) {
+        let pending: Vec<((String, String), agentpack_store::StagedBuilt)> = self
+            .pending_keeps
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .drain()
+            .collect();
+        for ((repo, commit), staged) in pending {
+            self.place_one(&repo, &commit, staged);
+        }
+    }
+
+    /// [`Shared::place_kept`] for the pair `key` only.
+    fn place_kept_of(&self, key: &(String, String)) {
+        let staged = self
+            .pending_keeps
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(key);
+        if let Some(staged) = staged {
+            self.place_one(&key.0, &key.1, staged);
+        }
+    }
+
+    fn place_one(&self, repo: &str, commit: &str, staged: agentpack_store::StagedBuilt) {
+        let Some(store) = self.store() else {
+            return;
+        };
+        if let Err(error) = store.place_built(staged) {
+            self.warn_not_kept(&repo, commit, &error.to_string());
+        }
     }
 
     /// A download of `repo` at `commit` (of what `paths` need, see [`RepoSnapshot::only`]) and the
@@ -262,8 +326,12 @@ impl Shared {
             }),
         }
     }
+}
 
-    pub(super) fn fetch_package(
+impl SnapshotFetcher {
+    /// Copies the package at `path` of `repo` at `commit` into `destination` (which must not exist or
+    /// be empty), downloading the snapshot first if needed.
+    pub fn fetch_package(
         &self,
         repo: &RepoId,
         commit: &str,
@@ -275,8 +343,13 @@ impl Shared {
             commit: commit.to_owned(),
             cause: Box::new(source),
         })?;
-        let snapshot =
-            self.snapshot_covering(repo, commit, Some(std::slice::from_ref(&clean)), None)?;
+        let snapshot = self.shared.snapshot_covering(
+            repo,
+            commit,
+            Some(std::slice::from_ref(&clean)),
+            None,
+            Keep::Now,
+        )?;
         let source = if clean.is_empty() {
             snapshot.root.clone()
         } else {

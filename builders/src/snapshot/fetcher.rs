@@ -1,5 +1,6 @@
 //! The public calls of [`SnapshotFetcher`]: construction (store, substituters, OCI transport), the
-//! concurrent prefetch of many (repo, commit) pairs, single snapshots and package copies.
+//! concurrent prefetch of many (repo, commit) pairs and single snapshots (package copies are
+//! `download`'s [`SnapshotFetcher::fetch_package`]).
 //!
 //! It only schedules and delegates to the shared state ([`super::download`]); it never downloads,
 //! extracts or prints itself.
@@ -10,10 +11,10 @@ use std::sync::{Arc, Mutex};
 
 use agentpack_store::Store;
 
-use crate::extract::ExtractReport;
 use crate::github::resolver::Resolver;
 use crate::github::RepoId;
 
+use super::download::Keep;
 use super::{FetchError, OciSources, RepoSnapshot, Shared, SnapshotFetcher, CONCURRENT_FETCHES};
 
 impl SnapshotFetcher {
@@ -40,6 +41,7 @@ impl SnapshotFetcher {
                 scratch: scratch.path().to_path_buf(),
                 slots: Mutex::new(HashMap::new()),
                 store: std::sync::OnceLock::new(),
+                pending_keeps: Mutex::new(HashMap::new()),
                 warnings: crate::warnings::WarningList::default(),
                 downloads: std::sync::atomic::AtomicUsize::new(0),
             }),
@@ -129,13 +131,16 @@ impl SnapshotFetcher {
             .iter()
             .map(|(repo, commit)| (repo.clone(), commit.clone(), None))
             .collect();
-        self.prefetch_with(wanted)
+        self.prefetch_with(wanted, Keep::Now)
     }
 
     /// [`SnapshotFetcher::prefetch`] for the packages at the given paths of each (repository,
     /// commit): a download extracts only what they need ([`RepoSnapshot::only`]; the kept snapshot
     /// still holds the whole repository). A later call for another path of the same pair takes the
-    /// whole tree from the kept snapshot.
+    /// whole tree from the kept snapshot. The downloads are staged in the store, not yet named: the
+    /// caller publishes the packages (their batch's flush covers the snapshots too), then calls
+    /// [`SnapshotFetcher::place_kept`]; a later use of a pair, or the end of the fetcher, keeps
+    /// them otherwise.
     pub fn prefetch_packages(
         &self,
         wanted: &[(RepoId, String, Vec<String>)],
@@ -144,19 +149,28 @@ impl SnapshotFetcher {
             .iter()
             .map(|(repo, commit, paths)| (repo.clone(), commit.clone(), Some(paths.clone())))
             .collect();
-        self.prefetch_with(wanted)
+        self.prefetch_with(wanted, Keep::Deferred)
+    }
+
+    /// Names in the store every download [`SnapshotFetcher::prefetch_packages`] staged: after the
+    /// flush of the package batches published since, without one of its own (one when none came).
+    /// A download that cannot be kept is a warning ([`SnapshotFetcher::take_warnings`]).
+    pub fn place_kept(&self) {
+        self.shared.place_kept();
     }
 
     fn prefetch_with(
         &self,
         wanted: Vec<(RepoId, String, Option<Vec<String>>)>,
+        keeping: Keep,
     ) -> Vec<Result<Arc<RepoSnapshot>, FetchError>> {
         let one_by_one = |wanted: &[(RepoId, String, Option<Vec<String>>)]| {
             wanted
                 .iter()
                 .map(|(repo, commit, paths)| {
                     let paths = paths.as_deref();
-                    self.shared.snapshot_covering(repo, commit, paths, paths)
+                    self.shared
+                        .snapshot_covering(repo, commit, paths, paths, keeping)
                 })
                 .collect()
         };
@@ -185,7 +199,7 @@ impl SnapshotFetcher {
                     let paths = paths.as_deref();
                     (
                         index,
-                        shared.snapshot_covering(&repo, &commit, paths, paths),
+                        shared.snapshot_covering(&repo, &commit, paths, paths, keeping),
                     )
                 });
             }
@@ -225,18 +239,6 @@ impl SnapshotFetcher {
     ) -> Result<Arc<RepoSnapshot>, FetchError> {
         let wanted = [path.trim_matches('/').to_owned()];
         self.shared
-            .snapshot_covering(repo, commit, Some(&wanted), None)
-    }
-
-    /// Copies the package at `path` of `repo` at `commit` into `destination` (which must not exist or
-    /// be empty), downloading the snapshot first if needed.
-    pub fn fetch_package(
-        &self,
-        repo: &RepoId,
-        commit: &str,
-        path: &str,
-        destination: &Path,
-    ) -> Result<ExtractReport, FetchError> {
-        self.shared.fetch_package(repo, commit, path, destination)
+            .snapshot_covering(repo, commit, Some(&wanted), None, Keep::Now)
     }
 }

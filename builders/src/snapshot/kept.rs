@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use agentpack_store::{Store, StorePath};
+use agentpack_store::{StagedBuilt, Store};
 
 use crate::extract::{self, ExtractReport};
 use crate::github::RepoId;
@@ -171,18 +171,20 @@ pub(super) fn covers(snapshot: &RepoSnapshot, paths: Option<&[String]>) -> bool 
     }
 }
 
-/// Publishes `downloaded` as the repo snapshot store path of its (repo, commit), or says why it
-/// could not be kept: `tarball` (what the download came from, with its BLAKE3 when the extraction
-/// took it on the way; else the file is read again for it) moved in as [`SNAPSHOT_TARBALL`], else
-/// (a git fetch, always the whole tree) the tree packed as [`SNAPSHOT_ARCHIVE`].
+/// Stages `downloaded` as the repo snapshot store path of its (repo, commit)
+/// ([`Store::stage_built`]: built and sealed, named by [`Store::place_built`] after the next flush),
+/// or says why it could not be kept: `tarball` (what the download came from, with its BLAKE3 when
+/// the extraction took it on the way; else the file is read again for it) moved in as
+/// [`SNAPSHOT_TARBALL`], else (a git fetch, always the whole tree) the tree packed as
+/// [`SNAPSHOT_ARCHIVE`].
 pub(super) fn keep(
     store: &Store,
     downloaded: &RepoSnapshot,
     tarball: Option<(&Path, Option<blake3::Hash>)>,
-) -> Result<(), String> {
+) -> Result<StagedBuilt, String> {
     let name = snapshot_name(&downloaded.repo, &downloaded.commit);
-    let _published: StorePath = store
-        .publish_built(&name, &[], |out, _final_path| {
+    store
+        .stage_built(&name, &[], |out, _final_path| {
             let (archive, digest) = match tarball {
                 Some((tarball, digest)) => {
                     let archive = out.join(SNAPSHOT_TARBALL);
@@ -227,8 +229,7 @@ pub(super) fn keep(
             fs_err::write(out.join(SNAPSHOT_RECORD), serde_json::to_vec(&record)?)?;
             Ok(())
         })
-        .map_err(|error| error.to_string())?;
-    Ok(())
+        .map_err(|error| error.to_string())
 }
 
 /// Bytes read or written through it, hashed with BLAKE3 on the way (a kept snapshot's archive).
@@ -320,7 +321,9 @@ mod tests {
         assert!(matches!(load(&repo, commit), Kept::Missing));
 
         let downloaded = scratch_snapshot(dir.path(), &repo);
-        keep(&store, &downloaded, None).unwrap();
+        store
+            .place_built(keep(&store, &downloaded, None).unwrap())
+            .unwrap();
         let kept_path = store.get(&snapshot_name(&repo, commit)).unwrap();
         // One archive, no file of the tree: nothing shares an inode with a package's blobs.
         let mut names: Vec<String> = fs_err::read_dir(kept_path.path())

@@ -176,6 +176,16 @@ struct Shared {
     scratch: PathBuf,
     slots: Mutex<HashMap<(String, String), Slot>>,
     store: std::sync::OnceLock<Arc<Store>>,
+    /// Downloads of a prefetch staged in the store, by (repo key, commit), until
+    /// [`SnapshotFetcher::place_kept`] (or a later use of the pair, or the fetcher's end) names them.
+    pending_keeps: Mutex<HashMap<(String, String), agentpack_store::StagedBuilt>>,
     warnings: crate::warnings::WarningList,
     downloads: std::sync::atomic::AtomicUsize,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // A prefetch whose caller did not place its downloads: kept all the same.
+        self.place_kept();
+    }
 }

@@ -10,10 +10,11 @@
 //! [`Substituters::substitute`] asks each in order: the first tree that comes back is extracted
 //! (by the OCI client, with the same safe extractor GitHub downloads go through) into a scratch
 //! directory next to the caller's, checked by the caller's `verify` (the lock's hash), and only
-//! then moved to where the caller publishes it. A miss falls through silently (a debug line); an
-//! unreachable or refusing substituter and a tree that does not match the lock fall through to the
-//! next source with one warning each (an unreachable substituter is not asked again in this
-//! command). A tree that does not match is removed, never published. Which source served each tree
+//! then moved to where the caller publishes it. A miss, an unreachable or refusing substituter and
+//! a tree that does not match the lock fall through to the next source with one warning: a miss
+//! warns for the first tree a substituter lacks in this command (later misses are debug lines), an
+//! unreachable substituter is not asked again in this command, and a tree that does not match is
+//! removed, never published. Which source served each tree
 //! is a `tracing` debug line (`-v`).
 //!
 //! Never prints: warnings are collected and handed out by [`Substituters::take_warnings`]
@@ -149,6 +150,8 @@ pub fn split_list(value: &str, origin: &str) -> Vec<SubstituterEntry> {
 struct Source {
     source: Box<dyn SubstituteSource>,
     down: AtomicBool,
+    /// It lacked a tree already in this command (that miss was warned about).
+    missed: AtomicBool,
 }
 
 /// The ordered substituters of one command.
@@ -192,6 +195,7 @@ impl Substituters {
                 .map(|source| Source {
                     source,
                     down: AtomicBool::new(false),
+                    missed: AtomicBool::new(false),
                 })
                 .collect(),
             warnings: WarningList::default(),
@@ -309,7 +313,8 @@ impl Substituters {
     }
 
     /// One substituter's answer for `identity`: pulled into `scratch`, verified, moved to `dest`;
-    /// or why not, as the warning to give (`None`: a miss, or a substituter already said down).
+    /// or why not, as the warning to give (`None`: a later miss, or a substituter already said
+    /// down).
     /// The caller removes `scratch` on failure.
     fn ask_one(
         entry: &Source,
@@ -332,7 +337,14 @@ impl Substituters {
                     identity,
                     "substituter has no copy"
                 );
-                return Err(None);
+                // One warning per substituter and command: the first tree it lacks.
+                if entry.missed.swap(true, Ordering::Relaxed) {
+                    return Err(None);
+                }
+                return Err(Some(format!(
+                    "warning: substituter {name} has no copy of {what} (tag {}); using the next source (other trees it lacks in this command are `-v` lines)\n  fix       fill the cache from a machine that has synced the project: `agentpack store push {name}`",
+                    identity_tag(identity)
+                )));
             }
             Err(SourceFailure::Unreachable(reason)) => {
                 // Concurrent asks may all fail: the first to mark it down says so.

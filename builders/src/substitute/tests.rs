@@ -104,7 +104,7 @@ fn the_first_verified_tree_wins_and_a_mismatch_or_an_outage_falls_through_with_o
         ["down:a", "bad:a", "good:a", "bad:b", "good:b"]
     );
     let warnings = subs.take_warnings();
-    assert_eq!(warnings.len(), 3, "{warnings:#?}");
+    assert_eq!(warnings.len(), 4, "{warnings:#?}");
     assert!(
         warnings[0].contains("oci://127.0.0.1/down is unavailable"),
         "{}",
@@ -117,7 +117,49 @@ fn the_first_verified_tree_wins_and_a_mismatch_or_an_outage_falls_through_with_o
     );
     assert!(warnings[1].contains("hash-of-evil") && warnings[1].contains("nothing was published"));
     assert!(warnings[2].contains("github.com/acme/y"));
+    // good lacked b: one warning for its first miss, naming the tree and its tag.
+    assert!(
+        warnings[3]
+            .contains("substituter oci://127.0.0.1/good has no copy of github.com/acme/y (tag b)"),
+        "{}",
+        warnings[3]
+    );
     assert!(subs.take_warnings().is_empty());
+}
+
+#[test]
+fn a_miss_warns_once_per_substituter_and_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let subs = Substituters::from_sources(vec![
+        memory("partial", &[("a", Ok("good"))], &asked),
+        memory("empty", &[], &asked),
+    ]);
+    for (index, identity) in ["a", "b", "c"].iter().enumerate() {
+        let _ = subs.substitute(
+            &format!("module-{identity}"),
+            identity,
+            &dir.path().join(index.to_string()),
+            &verify_good,
+        );
+    }
+    let warnings = subs.take_warnings();
+    assert_eq!(warnings.len(), 2, "{warnings:#?}");
+    assert!(
+        warnings[0].contains("oci://127.0.0.1/partial has no copy of module-b"),
+        "{}",
+        warnings[0]
+    );
+    assert!(
+        warnings[1].contains("oci://127.0.0.1/empty has no copy of module-b")
+            && warnings[1].contains("agentpack store push oci://127.0.0.1/empty"),
+        "{}",
+        warnings[1]
+    );
+    assert_eq!(
+        *asked.lock().unwrap(),
+        ["partial:a", "partial:b", "empty:b", "partial:c", "empty:c"]
+    );
 }
 
 #[test]

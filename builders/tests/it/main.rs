@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (HELPERS.md)
 
+mod cold_fill;
 mod concurrent_fetch;
 mod exec_bits;
 mod extract;

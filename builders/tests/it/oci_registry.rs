@@ -1,7 +1,8 @@
 //! The OCI transport against a real registry (Debian's `docker-registry` on 127.0.0.1): push and
 //! pull round trips, executable bits, a second push that uploads nothing, htpasswd auth from
-//! `AGENTPACK_OCI_TOKEN` and from a docker `config.json`, foreign media types refused by name,
-//! and plain image layers holding a skill accepted.
+//! `AGENTPACK_OCI_TOKEN` and from a docker `config.json`, bearer tokens from the realm of a
+//! `WWW-Authenticate` challenge, foreign media types refused by name, and plain image layers (tar,
+//! tar+gzip, tar+zstd) holding a skill accepted.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -13,7 +14,7 @@ use agentpack_builders::oci::{
     identity_tag, ArtifactConfig, ArtifactKind, OciClient, OciError, OciReference, OciRepository,
     OciTransport,
 };
-use agentpack_test_support::registry::{registry_available, TestRegistry};
+use agentpack_test_support::registry::{base64_standard, registry_available, TestRegistry};
 
 fn env(pairs: &[(&str, String)]) -> impl Fn(&str) -> Option<String> {
     let map: BTreeMap<String, String> = pairs
@@ -82,6 +83,16 @@ fn push_then_pull_round_trips_and_a_second_push_uploads_nothing() {
     assert_eq!(first.uploaded_blobs, 2, "{first:?}");
     assert_eq!(first.manifests_pushed, 1);
     assert!(first.uploaded_bytes > 0);
+    // The client counted those bytes as it sent them (what a progress display reads).
+    let counted = client.transfers().snapshot();
+    assert_eq!(
+        (
+            counted.uploaded_bytes,
+            counted.upload_total_bytes,
+            counted.artifacts_done
+        ),
+        (first.uploaded_bytes, first.uploaded_bytes, 1)
+    );
     let blobs_after_first = registry.stored_blobs();
 
     let resolved = client
@@ -103,6 +114,11 @@ fn push_then_pull_round_trips_and_a_second_push_uploads_nothing() {
     );
     assert!(second.already_present());
     assert_eq!(registry.stored_blobs(), blobs_after_first);
+    assert_eq!(
+        client.transfers().snapshot().uploaded_bytes,
+        first.uploaded_bytes,
+        "nothing more was sent"
+    );
 
     // Pull by tag and by digest: the same tree, the executable recorded.
     for reference in [
@@ -221,6 +237,29 @@ fn htpasswd_registries_need_credentials_from_the_token_or_the_docker_config() {
         .to_string();
     assert!(message.contains("requires credentials"), "{message}");
 
+    // A docker config that leaves the registry to a credential helper: the refusal says the
+    // helper is not run, and what to export instead.
+    let helper_config = work.path().join("helper");
+    std::fs::create_dir_all(&helper_config).unwrap();
+    std::fs::write(
+        helper_config.join("config.json"),
+        format!(
+            r#"{{"auths":{{"{}":{{}}}},"credsStore":"desktop"}}"#,
+            registry.registry()
+        ),
+    )
+    .unwrap();
+    let message = client(&[("DOCKER_CONFIG", helper_config.display().to_string())])
+        .resolve(&repository, &tag)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message
+            .contains("credential helper docker-credential-desktop, which agentpack does not run")
+            && message.contains("export AGENTPACK_OCI_TOKEN"),
+        "{message}"
+    );
+
     // Wrong credentials: refused, the password never shown.
     let wrong = client(&[("AGENTPACK_OCI_TOKEN", "ci-bot:wrong-pw-123".into())]);
     let message = wrong
@@ -248,7 +287,7 @@ fn htpasswd_registries_need_credentials_from_the_token_or_the_docker_config() {
     // A docker config.json `auths` entry (base64 user:password) works too.
     let docker = work.path().join("docker");
     std::fs::create_dir_all(&docker).unwrap();
-    let auth = base64_encode(b"ci-bot:s3cret-pw");
+    let auth = base64_standard(b"ci-bot:s3cret-pw");
     let mut file = std::fs::File::create(docker.join("config.json")).unwrap();
     write!(
         file,
@@ -274,27 +313,6 @@ fn htpasswd_registries_need_credentials_from_the_token_or_the_docker_config() {
         with_home.resolve(&repository, &tag).unwrap().as_deref(),
         Some(pushed.manifest_digest.as_str())
     );
-}
-
-fn base64_encode(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 /// Pushes a hand-made image (config + one layer) with the `oci-client` crate directly (also used by
@@ -346,6 +364,15 @@ pub(crate) fn push_raw_image(
             .await
             .unwrap();
     });
+}
+
+fn gunzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(bytes)
+        .read_to_end(&mut out)
+        .unwrap();
+    out
 }
 
 /// A tar+gzip layer of `(path, content, mode)` files.
@@ -412,6 +439,37 @@ fn plain_images_with_one_tar_layer_are_read_and_foreign_media_types_refused() {
         !dest.join("pdf").exists(),
         "the single top-level directory is the package"
     );
+
+    // A plain tar layer with the skill at its root, and a tar+zstd one, are read too.
+    let skill = [
+        ("SKILL.md", "---\nname: pdf\ndescription: x\n---\n", 0o644),
+        ("bin/run", "#!/bin/sh\n", 0o755),
+    ];
+    let tar = gunzip(&tar_gz(&skill));
+    let tar_zstd = zstd::encode_all(&tar[..], 3).unwrap();
+    for (name, media_type, bytes) in [
+        ("plain/tar", "application/vnd.oci.image.layer.v1.tar", &tar),
+        (
+            "plain/zstd",
+            "application/vnd.oci.image.layer.v1.tar+zstd",
+            &tar_zstd,
+        ),
+    ] {
+        push_raw_image(&registry, name, "1", image_config, (media_type, bytes));
+        let dest = work.path().join(name.replace('/', "-"));
+        let pulled = client
+            .pull_tree(
+                &repo(&registry, name),
+                &OciReference::Tag("1".into()),
+                &dest,
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(pulled.config, None);
+        assert_eq!(pulled.layer_media_type, media_type);
+        assert_eq!(pulled.executables, ["bin/run"], "{name}");
+        assert!(dest.join("SKILL.md").is_file(), "{name}");
+    }
 
     // A foreign layer media type is refused, named; nothing is written.
     push_raw_image(
@@ -573,4 +631,94 @@ fn server_errors_are_retried_with_backoff_then_named() {
     );
     // The first attempt and two retries, each ending in a GET of the manifest.
     assert_eq!(requests.load(Ordering::SeqCst), 3);
+}
+
+#[test]
+fn bearer_token_registries_are_asked_for_a_token_at_the_realm_of_their_challenge() {
+    use agentpack_test_support::registry::TokenAuthProxy;
+    if !registry_available() {
+        return;
+    }
+    let registry = TestRegistry::start();
+    let proxy = TokenAuthProxy::start(&registry, "ci-bot", "s3cret-pw", true);
+    let work = tempfile::tempdir().unwrap();
+    let tree = work.path().join("tree");
+    skill_tree(&tree);
+    let config = config_of(&tree, &["scripts/run.sh"]);
+    let repository: OciRepository = proxy.repository_url("team/cache").parse().unwrap();
+    let tag = OciReference::Tag("1.0.0".into());
+
+    // Anonymous: a pull-only token, so the push is refused saying what to set.
+    let message = client(&[])
+        .push_tree(&repository, "1.0.0", &tree, &config)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("requires credentials") && message.contains("AGENTPACK_OCI_TOKEN"),
+        "{message}"
+    );
+    // Wrong credentials: the token endpoint refuses them; the password is never shown.
+    let message = client(&[("AGENTPACK_OCI_TOKEN", "ci-bot:wrong-pw-123".into())])
+        .push_tree(&repository, "1.0.0", &tree, &config)
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("not accepted"), "{message}");
+    assert!(!message.contains("wrong-pw-123"), "{message}");
+
+    // user:password: the token endpoint of the challenge is asked with them, the registry then
+    // sees only the bearer token.
+    proxy.reset();
+    let pushed = client(&[("AGENTPACK_OCI_TOKEN", "ci-bot:s3cret-pw".into())])
+        .push_tree(&repository, "1.0.0", &tree, &config)
+        .unwrap();
+    assert_eq!(pushed.uploaded_blobs, 2);
+    let log = proxy.requests();
+    assert!(
+        log.iter()
+            .any(|r| r.path.starts_with("/token") && r.auth == "basic" && r.answered == Some(200)),
+        "{log:#?}"
+    );
+    let forwarded: Vec<_> = log.iter().filter(|r| r.answered.is_none()).collect();
+    assert!(!forwarded.is_empty(), "{log:#?}");
+    assert!(
+        forwarded.iter().all(|r| r.auth == "bearer-push"),
+        "every forwarded call carries the token, never the password: {log:#?}"
+    );
+
+    // Anonymous pull: the realm hands out a pull token without credentials.
+    proxy.reset();
+    let dest = work.path().join("pulled");
+    let pulled = client(&[])
+        .pull_tree(&repository, &tag, &dest)
+        .unwrap()
+        .unwrap();
+    assert_eq!(pulled.manifest_digest, pushed.manifest_digest);
+    assert_eq!(pulled.executables, ["scripts/run.sh"]);
+    let log = proxy.requests();
+    assert!(
+        log.iter()
+            .any(|r| r.path.starts_with("/token") && r.auth == "none" && r.answered == Some(200)),
+        "{log:#?}"
+    );
+    assert!(
+        log.iter()
+            .filter(|r| r.answered.is_none())
+            .all(|r| r.auth == "bearer-pull"),
+        "{log:#?}"
+    );
+    // A bare AGENTPACK_OCI_TOKEN is sent as the bearer token itself.
+    proxy.reset();
+    let with_token = client(&[("AGENTPACK_OCI_TOKEN", "push-token-7f3a".into())]);
+    assert_eq!(
+        with_token.resolve(&repository, &tag).unwrap().as_deref(),
+        Some(pushed.manifest_digest.as_str())
+    );
+    assert!(
+        proxy
+            .requests()
+            .iter()
+            .any(|r| r.answered.is_none() && r.auth == "bearer-push"),
+        "{:#?}",
+        proxy.requests()
+    );
 }

@@ -183,6 +183,30 @@ fn resolve_plan_build_select_over_one_session() {
 }
 
 #[test]
+fn a_session_says_each_warning_once_even_after_it_was_taken() {
+    let world = World::new();
+    let session = world.session();
+    session.warn("the MCP server `api` reads API_KEY");
+    session.warn_all([
+        "the MCP server `api` reads API_KEY".to_owned(),
+        "second".to_owned(),
+    ]);
+    assert_eq!(
+        session.take_warnings(),
+        ["the MCP server `api` reads API_KEY", "second"]
+    );
+    // A later step that finds the same thing (the plan after the lock's records) says nothing new.
+    session.warn("second");
+    session.warn("the MCP server `api` reads API_KEY");
+    session.warn("third");
+    assert_eq!(session.take_warnings(), ["third"]);
+    // Another session over the same project says it again: nothing is de-duplicated across them.
+    let other = world.session();
+    other.warn("second");
+    assert_eq!(other.take_warnings(), ["second"]);
+}
+
+#[test]
 fn a_mode_the_manifest_does_not_declare_is_refused_with_the_fix() {
     let world = World::new();
     let session = world.session();

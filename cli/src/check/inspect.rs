@@ -118,25 +118,30 @@ pub fn unverified(lock: &Lockfile, policy: Policy, require_verified: bool) -> Ve
 pub fn cache(slots: &BTreeMap<String, SlotCheck>, cache_dir: &Path) -> Vec<Finding> {
     let mut found = Vec::new();
     for (module, check) in slots {
-        match check {
-            SlotCheck::Usable { .. } => {}
-            SlotCheck::Missing(why) => found.push(Finding::new(
+        let (code, severity, message, remedy) = match check {
+            SlotCheck::Usable { .. } => continue,
+            SlotCheck::Missing(why) => (
                 code::CACHE_MISSING,
                 Severity::Warning,
-                cache_dir.display().to_string(),
-                module.as_str(),
                 format!("{module}: {why}; what it stages is not in the plan"),
                 "run `agentpack env restore` (or `agentpack sync`) to fetch the locked inputs; preflight never fetches",
-            )),
-            SlotCheck::Mismatch(why) => found.push(Finding::new(
+            ),
+            SlotCheck::Mismatch(why) => (
                 code::CACHE_MISMATCH,
                 Severity::Violation,
-                cache_dir.display().to_string(),
-                module.as_str(),
                 format!("{module}: {why}"),
                 "run `agentpack sync --repair` to fetch the pinned content again and replace the entry",
-            )),
-        }
+            ),
+        };
+        let shown = cache_dir.display().to_string();
+        found.push(Finding::new(
+            code,
+            severity,
+            shown,
+            module.as_str(),
+            message,
+            remedy,
+        ));
     }
     found
 }

@@ -40,13 +40,15 @@ use serde::Serialize;
 
 use crate::context::Context;
 use crate::evidence::policy::{Policy, CONTRACT_FILE};
+use crate::evidence::receipt::{self, Located};
 use crate::project::Project;
+use agentpack_builders::project::ProjectSession;
 
 use finding::{code, Finding, Severity};
 
 /// What to check: the agent, the policy, the contract file and the receipt (the command's flags).
-#[derive(Debug, Clone)]
-pub struct Request {
+#[derive(Debug)]
+pub struct Request<'a> {
     pub agent: String,
     pub policy: Policy,
     /// The contract to evaluate (default: contract.json beside agentpack.toml, when there is one).
@@ -55,6 +57,22 @@ pub struct Request {
     pub receipt: Option<String>,
     /// The generation to check (a strict launch's leased one); `None`: the mode's pointer.
     pub generation: Option<PathBuf>,
+    /// What the caller already opened (a strict launch's); preflight opens what is not given.
+    pub opened: Opened<'a>,
+}
+
+/// What a caller of [`preflight`] already has open, so the check neither discovers the project
+/// again, nor reads the definition and the lock a second time, nor looks for the receipt again.
+#[derive(Debug, Default)]
+pub struct Opened<'a> {
+    /// The project; `None`: discovered from the context.
+    pub project: Option<&'a Project>,
+    /// A read-only session of that project whose bytes are current (nothing wrote the files since
+    /// it read them); `None`: one is opened.
+    pub session: Option<&'a ProjectSession>,
+    /// The receipt [`Request::receipt`] names, already located (and, for `latest`, read) in the
+    /// project's receipt directory; `None`: preflight locates it.
+    pub receipt: Option<Located>,
 }
 
 /// The exit codes.
@@ -88,26 +106,33 @@ pub struct Evaluation {
 /// receipt is attached when the project has one, under preflight's freshness rules (a stale,
 /// failed or other-policy receipt answers nothing, so its `observed` requirements stay unknown),
 /// and without one they stay unknown too. `None` when the definition has no contract. Writes
-/// nothing and prints nothing.
+/// nothing and prints nothing. `opened` is the launch's: its project, and its read-only session
+/// when nothing was staged since that read the definition and the lock.
 pub fn evaluate_default_contract(
     ctx: &Context,
     agent: Agent,
     generation: &Path,
+    project: &Project,
+    session: Option<&ProjectSession>,
 ) -> Result<Option<Evaluation>> {
-    let project = Project::discover(ctx)?;
     let contract = project.root.join(CONTRACT_FILE);
     if !contract.is_file() {
         return Ok(None);
     }
-    let receipts = project.state_dir().join(crate::evidence::receipt::DIR);
+    let (receipt, located) = newest_receipt(project, agent);
     let args = Request {
         agent: agent.as_str().to_owned(),
         policy: Policy::Local,
         contract: Some(contract.clone()),
-        receipt: has_receipt(&receipts, agent).then(|| "latest".to_owned()),
+        receipt,
         generation: Some(generation.to_path_buf()),
+        opened: Opened {
+            project: Some(project),
+            session,
+            receipt: located,
+        },
     };
-    let evaluation = match run::preflight(ctx, &args) {
+    let evaluation = match run::preflight(ctx, args) {
         Ok(report) => Evaluation {
             exit_code: report.exit_code,
             contract,
@@ -144,14 +169,18 @@ pub fn evaluate_default_contract(
     Ok(Some(evaluation))
 }
 
-/// Whether `dir` holds a receipt of `agent`, whatever its state (a failed or old-format one is
-/// attached all the same, so the report says why it answers nothing).
-fn has_receipt(dir: &Path, agent: Agent) -> bool {
-    use crate::evidence::receipt::{locate, ReceiptError};
-    !matches!(
-        locate(dir, "latest", agent.as_str(), dir),
-        Err(ReceiptError::None { skipped, .. }) if skipped.is_empty()
-    )
+/// The receipt a strict launch attaches: `latest` when the project holds a receipt of `agent`,
+/// whatever its state (a failed or old-format one is attached all the same, so the report says why
+/// it answers nothing), located here once (the newest successful one read once, and not again by
+/// preflight); no reference when there is none.
+fn newest_receipt(project: &Project, agent: Agent) -> (Option<String>, Option<Located>) {
+    let dir = project.state_dir().join(receipt::DIR);
+    match receipt::locate(&dir, "latest", agent.as_str(), &dir) {
+        Ok(located) => (Some("latest".to_owned()), Some(located)),
+        // Receipts, none successful: preflight's `latest` names the ones it passed over.
+        Err(receipt::ReceiptError::None { skipped, .. }) if skipped.is_empty() => (None, None),
+        Err(_) => (Some("latest".to_owned()), None),
+    }
 }
 
 /// The identities a report is bound to.

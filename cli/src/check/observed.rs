@@ -9,7 +9,7 @@
 //! lists, and MCP server requirements from Claude Code's `plugin details` inventory of the
 //! staged bundle (its `plugin_details` property, controlled projection).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -26,141 +26,87 @@ pub fn attach(
     cwd: &Path,
     current: &BoundIdentities,
 ) -> (Option<Receipt>, Vec<Finding>) {
-    let reprobe = format!(
-        "run `agentpack probe --agent {agent}` for the current inputs, then `agentpack preflight --agent {agent} --receipt latest`"
-    );
-    let mut findings = Vec::new();
-    let path = match receipt::locate(dir, reference, agent, cwd) {
-        Ok(located) => {
-            if !located.skipped.is_empty() {
-                findings.push(Finding::new(
-                    code::RECEIPT_UNUSABLE,
-                    Severity::Info,
-                    dir.display().to_string(),
-                    agent,
-                    format!(
-                        "`latest` passed over newer receipts that did not succeed: {}",
-                        located.skipped.join(", ")
-                    ),
-                    "",
-                ));
-            }
-            located.path
-        }
-        Err(err) => {
-            return (
-                None,
-                vec![Finding::new(
-                    code::RECEIPT_MISSING,
-                    Severity::Warning,
-                    dir.display().to_string(),
-                    agent,
-                    err.to_string()
-                        .lines()
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned(),
-                    reprobe,
-                )],
-            );
-        }
-    };
-    let (receipt, more) = check(&path, agent, current, reprobe);
-    findings.extend(more);
-    (receipt, findings)
+    match receipt::locate(dir, reference, agent, cwd) {
+        Ok(located) => attach_located(located, dir, agent, current),
+        Err(err) => (
+            None,
+            vec![Finding::new(
+                code::RECEIPT_MISSING,
+                Severity::Warning,
+                dir.display().to_string(),
+                agent,
+                first_line(&err),
+                reprobe(agent),
+            )],
+        ),
+    }
 }
 
-/// Reads the receipt at `path` and checks it is a complete probe of `agent` for `current`.
-fn check(
-    path: &Path,
+/// [`attach`] of a receipt already located in `dir` (the receipt `latest` read is not read again).
+pub fn attach_located(
+    located: receipt::Located,
+    dir: &Path,
     agent: &str,
     current: &BoundIdentities,
-    reprobe: String,
 ) -> (Option<Receipt>, Vec<Finding>) {
-    let shown = path.display().to_string();
+    let mut findings = Vec::new();
+    if !located.skipped.is_empty() {
+        findings.push(Finding::new(
+            code::RECEIPT_UNUSABLE,
+            Severity::Info,
+            dir.display().to_string(),
+            agent,
+            format!(
+                "`latest` passed over newer receipts that did not succeed: {}",
+                located.skipped.join(", ")
+            ),
+            "",
+        ));
+    }
+    let shown = located.path.display().to_string();
+    let read = located
+        .receipt
+        .map_or_else(|| receipt::read(&located.path), Ok);
+    let (code, message) = match read {
+        Ok(found) => match refusal(&found, &located.path, agent, current) {
+            None => {
+                findings.push(attached(&found, &shown, agent));
+                return (Some(found), findings);
+            }
+            Some(refusal) => (refusal.code(), refusal.to_string()),
+        },
+        Err(err) => (code::RECEIPT_UNUSABLE, first_line(&err)),
+    };
     // A receipt that satisfies nothing: one warning with the re-probe remedy.
-    let refuse = |code: &'static str, message: String| -> (Option<Receipt>, Vec<Finding>) {
-        let finding = Finding::new(code, Severity::Warning, &shown, agent, message, &reprobe);
-        (None, vec![finding])
-    };
-    let found = match receipt::read(path) {
-        Ok(found) => found,
-        Err(err) => {
-            let first_line = err
-                .to_string()
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .to_owned();
-            return refuse(code::RECEIPT_UNUSABLE, first_line);
-        }
-    };
-    if found.agent != agent {
-        return refuse(
-            code::RECEIPT_UNUSABLE,
-            format!(
-                "the receipt {} is a probe of {}, not {agent}",
-                found.id, found.agent
-            ),
-        );
-    }
-    if found.status != "complete" || found.catalog.is_none() {
-        return refuse(
-            code::RECEIPT_UNUSABLE,
-            format!(
-                "the receipt {} is {}: {}; it satisfies no requirement",
-                found.id,
-                found.status,
-                found.reason.as_deref().unwrap_or("no catalog")
-            ),
-        );
-    }
-    let adapter = crate::evidence::adapter::adapter_revision(agent);
-    if found.adapter != adapter {
-        return refuse(
-            code::RECEIPT_UNUSABLE,
-            format!(
-                "the receipt {} was read by the adapter revision `{}`, and this agentpack reads `{adapter}`",
-                found.id, found.adapter
-            ),
-        );
-    }
-    let evidence = receipt::evidence_path(path);
-    let evidence_ok = agentpack_lockfile::read_regular_file(&evidence)
-        .map(|bytes| receipt::digest(&bytes) == found.evidence_digest)
-        .unwrap_or(false);
-    if !evidence_ok {
-        return refuse(
-            code::RECEIPT_UNUSABLE,
-            format!(
-                "the retained evidence of the receipt {} ({}) is missing or does not match its digest",
-                found.id,
-                evidence.display()
-            ),
-        );
-    }
-    let capability = crate::evidence::adapter::capability_revision(agent);
-    if found.capability != capability {
-        return refuse(
-            code::RECEIPT_STALE,
-            format!(
-                "the receipt {} was made by capability revision {} of the {agent} probe, and this agentpack observes revision {capability} (what a probe observes changed): it satisfies no requirement",
-                found.id, found.capability
-            ),
-        );
-    }
-    let stale = stale_identities(&found.identities, current);
-    if !stale.is_empty() {
-        return refuse(
-            code::RECEIPT_STALE,
-            format!(
-                "the receipt {} was made for other inputs ({} changed since): it satisfies no requirement",
-                found.id,
-                stale.join(", ")
-            ),
-        );
-    }
-    let finding = Finding::new(
+    findings.push(Finding::new(
+        code,
+        Severity::Warning,
+        &shown,
+        agent,
+        message,
+        reprobe(agent),
+    ));
+    (None, findings)
+}
+
+/// The remedy of a receipt that is missing or answers nothing.
+fn reprobe(agent: &str) -> String {
+    format!(
+        "run `agentpack probe --agent {agent}` for the current inputs, then `agentpack preflight --agent {agent} --receipt latest`"
+    )
+}
+
+fn first_line(err: &receipt::ReceiptError) -> String {
+    err.to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The finding of a receipt that was attached.
+fn attached(found: &Receipt, shown: &str, agent: &str) -> Finding {
+    Finding::new(
         code::RECEIPT_ATTACHED,
         Severity::Info,
         shown,
@@ -173,8 +119,110 @@ fn check(
             found.scope
         ),
         "",
-    );
-    (Some(found), vec![finding])
+    )
+}
+
+/// Why a receipt read from `path` answers no requirement; its `Display` is the finding's message.
+#[derive(Debug, thiserror::Error)]
+enum Refusal {
+    #[error("the receipt {id} is a probe of {found}, not {agent}")]
+    OtherAgent {
+        id: String,
+        found: String,
+        agent: String,
+    },
+    #[error("the receipt {id} is {status}: {reason}; it satisfies no requirement")]
+    Incomplete {
+        id: String,
+        status: String,
+        reason: String,
+    },
+    #[error(
+        "the receipt {id} was read by the adapter revision `{found}`, and this agentpack reads `{adapter}`"
+    )]
+    OtherAdapter {
+        id: String,
+        found: String,
+        adapter: &'static str,
+    },
+    #[error(
+        "the retained evidence of the receipt {id} ({}) is missing or does not match its digest",
+        evidence.display()
+    )]
+    Evidence { id: String, evidence: PathBuf },
+    #[error(
+        "the receipt {id} was made by capability revision {found} of the {agent} probe, and this agentpack observes revision {capability} (what a probe observes changed): it satisfies no requirement"
+    )]
+    OtherCapability {
+        id: String,
+        found: u32,
+        agent: String,
+        capability: u32,
+    },
+    #[error(
+        "the receipt {id} was made for other inputs ({} changed since): it satisfies no requirement",
+        stale.join(", ")
+    )]
+    OtherInputs {
+        id: String,
+        stale: Vec<&'static str>,
+    },
+}
+
+impl Refusal {
+    /// The finding's code: a receipt of an older probe or of other inputs is stale.
+    fn code(&self) -> &'static str {
+        match self {
+            Refusal::OtherCapability { .. } | Refusal::OtherInputs { .. } => code::RECEIPT_STALE,
+            Refusal::OtherAgent { .. }
+            | Refusal::Incomplete { .. }
+            | Refusal::OtherAdapter { .. }
+            | Refusal::Evidence { .. } => code::RECEIPT_UNUSABLE,
+        }
+    }
+}
+
+/// The first check `found` (read from `path`) fails as a complete probe of `agent` for `current`,
+/// in order; the retained evidence is read only when the checks before it pass.
+fn refusal(
+    found: &Receipt,
+    path: &Path,
+    agent: &str,
+    current: &BoundIdentities,
+) -> Option<Refusal> {
+    let id = found.id.clone();
+    if found.agent != agent {
+        let (found, agent) = (found.agent.clone(), agent.to_owned());
+        return Some(Refusal::OtherAgent { id, found, agent });
+    }
+    if found.status != "complete" || found.catalog.is_none() {
+        let status = found.status.clone();
+        let reason = found.reason.as_deref().unwrap_or("no catalog").to_owned();
+        return Some(Refusal::Incomplete { id, status, reason });
+    }
+    let adapter = crate::evidence::adapter::adapter_revision(agent);
+    if found.adapter != adapter {
+        let found = found.adapter.clone();
+        return Some(Refusal::OtherAdapter { id, found, adapter });
+    }
+    let evidence = receipt::evidence_path(path);
+    let evidence_ok = agentpack_lockfile::read_regular_file(&evidence)
+        .is_ok_and(|bytes| receipt::digest(&bytes) == found.evidence_digest);
+    if !evidence_ok {
+        return Some(Refusal::Evidence { id, evidence });
+    }
+    let capability = crate::evidence::adapter::capability_revision(agent);
+    if found.capability != capability {
+        let (found, agent) = (found.capability, agent.to_owned());
+        return Some(Refusal::OtherCapability {
+            id,
+            found,
+            agent,
+            capability,
+        });
+    }
+    let stale = stale_identities(&found.identities, current);
+    (!stale.is_empty()).then_some(Refusal::OtherInputs { id, stale })
 }
 
 /// The identities of `receipt` that differ from `current` (a missing one never matches).

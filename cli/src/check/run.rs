@@ -22,12 +22,27 @@ use super::sources::Sources;
 use super::{exit_code, Identities, PlanSummary, Report, Request, Stop};
 use super::{finding, inherit, inspect, observed, plan};
 
-pub fn preflight(ctx: &Context, args: &Request) -> std::result::Result<Report, Stop> {
+pub fn preflight(ctx: &Context, mut args: Request<'_>) -> std::result::Result<Report, Stop> {
     let agent = Agent::from_name(&args.agent)
         .ok_or_else(|| Stop::Usage(anyhow::anyhow!("unknown agent `{}`", args.agent)))?;
-    let project = Project::discover(ctx).map_err(Stop::Usage)?;
-    // One read of the definition and the lock: the read-only session's, which the plan uses too.
-    let session = crate::pipeline::open_read_only(&project).map_err(Stop::Operational)?;
+    let discovered;
+    let project = match args.opened.project {
+        Some(project) => project,
+        None => {
+            discovered = Project::discover(ctx).map_err(Stop::Usage)?;
+            &discovered
+        }
+    };
+    // One read of the definition and the lock: the read-only session's (the caller's when it has
+    // one), which the plan uses too.
+    let opened;
+    let session = match args.opened.session {
+        Some(session) => session,
+        None => {
+            opened = crate::pipeline::open_read_only(project).map_err(Stop::Operational)?;
+            &opened
+        }
+    };
     let manifest_bytes = session.files().manifest_bytes();
     let lock_bytes = session.files().lock_bytes();
     let manifest = session.manifest();
@@ -87,7 +102,7 @@ pub fn preflight(ctx: &Context, args: &Request) -> std::result::Result<Report, S
     let plan::Effective {
         slots,
         plan: agent_plan,
-    } = plan::effective_in(ctx, &session, &mode, agent).map_err(Stop::Operational)?;
+    } = plan::effective_in(ctx, session, &mode, agent).map_err(Stop::Operational)?;
     findings.extend(inspect::cache(&slots, &cache_dir));
     findings.extend(inspect::staging(
         &pointer,
@@ -271,7 +286,7 @@ pub fn preflight(ctx: &Context, args: &Request) -> std::result::Result<Report, S
         ),
         Some(reference) => {
             let mut current = crate::evidence::identity::current_identities(
-                &project,
+                project,
                 manifest_bytes,
                 lock_bytes,
                 &mode.name,
@@ -282,13 +297,11 @@ pub fn preflight(ctx: &Context, args: &Request) -> std::result::Result<Report, S
                 ctx.strict_external,
                 contract_bytes.as_deref(),
             ));
-            let (receipt, receipt_findings) = observed::attach(
-                reference,
-                &project.state_dir().join(crate::evidence::receipt::DIR),
-                agent.as_str(),
-                &ctx.cwd,
-                &current,
-            );
+            let dir = project.state_dir().join(crate::evidence::receipt::DIR);
+            let (receipt, receipt_findings) = match args.opened.receipt.take() {
+                Some(located) => observed::attach_located(located, &dir, agent.as_str(), &current),
+                None => observed::attach(reference, &dir, agent.as_str(), &ctx.cwd, &current),
+            };
             findings.extend(receipt_findings);
             (
                 receipt,

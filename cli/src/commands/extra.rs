@@ -1,6 +1,7 @@
 //! `agentpack extra sync-claude`: reconciles the project's `.claude/skills` and `.agents/skills` so
 //! a local skill authored under either one reaches both.
 //!
+//! Both are the workspace's (the checkout's; with separate roots, not the definition root's).
 //! A skill (a directory) present on one side only is copied to the other; one present on both with
 //! different content is replaced by the copy whose newest file is newer. Only those two directories
 //! of the project are touched; staging and the cache have nothing to do with it. `--dry-run` reports
@@ -22,6 +23,7 @@ use serde::Serialize;
 
 use crate::context::{Context, Home};
 use crate::output;
+use crate::project::Project;
 
 /// `agentpack extra`'s subcommands.
 #[derive(Debug, clap::Args)]
@@ -72,13 +74,18 @@ pub fn run(ctx: &Context, args: &ExtraArgs) -> Result<ExitCode> {
 }
 
 fn run_sync_claude(ctx: &Context, args: &SyncClaudeArgs) -> Result<ExitCode> {
-    let root = ctx.project_root().unwrap_or_else(|_| ctx.cwd.clone());
+    // The checkout's two directories: the workspace (with separate roots, not the definition
+    // root), whose `.agents/` a sync stages; the current directory outside a project.
+    let (root, state_dir) = match Project::discover(ctx) {
+        Ok(project) => (project.workspace.clone(), Some(project.state_dir())),
+        Err(_) => (ctx.cwd.clone(), None),
+    };
     let claude = root.join(".claude/skills");
     let agents = root.join(".agents/skills");
     let mut actions = plan(&claude, &agents)?;
     let mut kept_in = None;
     if !args.dry_run && !actions.is_empty() {
-        let backups = backups_dir(&root)?;
+        let backups = backups_dir(&root, state_dir)?;
         kept_in = apply(&root, &mut actions, &backups)?;
     }
     let text = !ctx.json && ctx.says();
@@ -288,15 +295,18 @@ pub fn plan(claude: &Path, agents: &Path) -> Result<Vec<Action>> {
 const TEMP_PREFIX: &str = ".agentpack-sync-";
 
 /// `$AGENTPACK_HOME/projects/<hash>/sync-claude`: where replaced copies are kept, outside the
-/// project (so they are neither read as skills nor committed).
-fn backups_dir(root: &Path) -> Result<PathBuf> {
-    let canonical = fs_err::canonicalize(root)?;
-    let hash = agentpack_lockfile::keys::project_hash(&canonical);
-    Ok(Home::from_env()?
-        .root
-        .join("projects")
-        .join(hash)
-        .join("sync-claude"))
+/// project (so they are neither read as skills nor committed). `state_dir`: the project's (of the
+/// (definition, workspace) pair); without a project, the hash of `root`.
+fn backups_dir(root: &Path, state_dir: Option<PathBuf>) -> Result<PathBuf> {
+    let state_dir = match state_dir {
+        Some(dir) => dir,
+        None => {
+            let canonical = fs_err::canonicalize(root)?;
+            let hash = agentpack_lockfile::keys::project_hash(&canonical);
+            Home::from_env()?.root.join("projects").join(hash)
+        }
+    };
+    Ok(state_dir.join("sync-claude"))
 }
 
 /// Creates this run's directory under `backups`, named by the UTC time (`20261201T031800Z`, with a

@@ -3,9 +3,10 @@
 //!
 //! One launch resolves the mode's pointer once and uses that generation throughout, so a sync that
 //! switches the pointer while the agent runs does not change what it sees. When the manifest, the
-//! lock, `./.agents/`, the mode, the target, the cache slots (their links into the immutable store)
-//! and the path packages' sources are unchanged since the last full sync of this launcher (the
-//! fingerprint in `$AGENTPACK_HOME/projects/<hash>/launch/`, see [`fingerprint_inputs`], which a
+//! lock, the workspace's `.agents/`, the mode, the target, the cache slots (their links into the
+//! immutable store) and the path packages' sources are unchanged since the last full sync of this
+//! launcher (the fingerprint in `$AGENTPACK_HOME/projects/<hash>/launch/`, `<hash>` of the
+//! (definition, workspace) pair as every project state is, see [`fingerprint_inputs_with`], which a
 //! bare sync's fast path shares, in `crate::pipeline::fingerprint`), nothing is staged;
 //! `AGENTPACK_FULL_VERIFY=1` always takes the full sync. Otherwise a published generation that
 //! serves the agent is used without a plan (`pipeline::stage`): only its secret values are rendered.
@@ -22,7 +23,11 @@
 //! When the definition has `contract.json`, a strict launch evaluates it for its agent after
 //! staging, under the generation's lease and for that generation, with preflight's evaluation
 //! (`local` policy, the agent's newest probe receipt when there is one: [`contract_refusal`]),
-//! and refuses to start the agent on a violation (exit 3) or a required unknown (exit 4).
+//! and refuses to start the agent on a violation (exit 3) or a required unknown (exit 4). The
+//! evaluation works on the project the launch discovered and the receipt it located once; after a
+//! fast path, on the definition and lock bytes the fast path fingerprinted (read once, through the
+//! read-only session preflight uses), so a strict fast launch reads `agentpack.toml`, `pack.lock`
+//! and the receipt once each.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -37,13 +42,18 @@ use agentpack_store::{LeaseOptions, Store};
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::context::{Context, Home, LOCK_FILE};
+use crate::context::Context;
 use crate::env::{self, EnvVars};
+use crate::evidence::policy::CONTRACT_FILE;
 use crate::output;
-use crate::pipeline::fingerprint::{fingerprint_inputs, write_private};
+use crate::pipeline::fingerprint::{
+    fingerprint_inputs_with, lock_inputs, write_private, LockInputs,
+};
 use crate::pipeline::stage::stage_for_launch;
 use crate::pipeline::Staged;
+use crate::project::Project;
 use crate::retired_homes;
+use agentpack_builders::project::{ProjectFiles, ProjectSession};
 
 /// Arguments of every launcher.
 #[derive(Debug, Clone, clap::Args)]
@@ -72,24 +82,29 @@ const BRIDGED: [&str; 5] = [
 pub fn run(ctx: &Context, agent: Agent, args: &LaunchArgs) -> Result<ExitCode> {
     if ctx.strict_external {
         refuse_workspace_overlay(agent)?;
-        let project = crate::project::Project::discover(ctx)?;
+    }
+    // Discovered once: the fast path, staging's refusal checks and a strict launch's contract
+    // evaluation all work on this project (its definition and workspace roots).
+    let project = Project::discover(ctx)?;
+    if ctx.strict_external {
         refuse_recorded_links(&project.state_dir(), agent)?;
     }
     let program = crate::env::agent_binary(agent)?;
     // The same store options as every command (host id, link mode, local index); one handle
     // stages and holds the lease.
-    let store = crate::session::open_store(&Home::from_env()?)
+    let store = crate::session::open_store(&project.home)
         .context("cannot open the store to take a lease on the generation")?;
-    let staged = match fast_path(ctx, agent)? {
-        Some(staged) => staged,
+    let read = DefinitionRead::of(ctx, &project);
+    let (staged, fast) = match fast_path(ctx, &project, agent, read.files())? {
+        Some(staged) => (staged, true),
         None => {
             let staged = stage_for_launch(ctx, agent, &store)?;
-            if let Err(error) = record_fast_path(ctx, agent, &staged) {
+            if let Err(error) = record_fast_path(ctx, &project, agent, &staged) {
                 output::warn(&format!(
                     "the next launch will sync again: cannot record this one ({error:#})"
                 ));
             }
-            staged
+            (staged, false)
         }
     };
     let generation = staged.generation.clone();
@@ -108,9 +123,11 @@ pub fn run(ctx: &Context, agent: Agent, args: &LaunchArgs) -> Result<ExitCode> {
         }
     };
 
-    // `--strict-external`: the default contract, evaluated under the lease, before the agent starts.
+    // `--strict-external`: the default contract, evaluated under the lease, before the agent starts;
+    // over the bytes the fast path read, when nothing was staged since.
     if ctx.strict_external {
-        let refusal = contract_refusal(ctx, agent, &generation);
+        let session = if fast { read.session() } else { None };
+        let refusal = contract_refusal(ctx, agent, &generation, &project, session);
         if let Some((code, error)) = refusal {
             if let Some(lease) = &lease {
                 let _ = store.release_lease(lease);
@@ -134,6 +151,40 @@ pub fn run(ctx: &Context, agent: Agent, args: &LaunchArgs) -> Result<ExitCode> {
     }
     let code = result?;
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+}
+
+/// The definition and the lock as this launch first read them (for the fast path's fingerprint).
+/// A strict launch whose definition has a contract reads them through a read-only session, which
+/// its contract evaluation goes on with when the fast path is taken; any other launch reads just
+/// the two files. `None` when they cannot be read: the full sync says why.
+enum DefinitionRead {
+    Files(Option<ProjectFiles>),
+    Session(Box<ProjectSession>),
+}
+
+impl DefinitionRead {
+    fn of(ctx: &Context, project: &Project) -> DefinitionRead {
+        if ctx.strict_external && project.root.join(CONTRACT_FILE).is_file() {
+            if let Ok(session) = crate::pipeline::open_read_only(project) {
+                return DefinitionRead::Session(Box::new(session));
+            }
+        }
+        DefinitionRead::Files(ProjectFiles::read(&project.manifest_path, &project.lock_path).ok())
+    }
+
+    fn files(&self) -> Option<&ProjectFiles> {
+        match self {
+            DefinitionRead::Files(files) => files.as_ref(),
+            DefinitionRead::Session(session) => Some(session.files()),
+        }
+    }
+
+    fn session(&self) -> Option<&ProjectSession> {
+        match self {
+            DefinitionRead::Files(_) => None,
+            DefinitionRead::Session(session) => Some(session),
+        }
+    }
 }
 
 /// `--strict-external`: refuses the agents whose launch writes into the checkout, naming why.
@@ -162,18 +213,25 @@ pub fn refuse_workspace_overlay(agent: Agent) -> Result<()> {
 /// `agent` and the leased `generation`, as `agentpack --strict-external preflight --policy local
 /// --receipt latest` does (the newest receipt only when there is one), and returns the exit code
 /// and the error naming each blocking finding when the contract does not hold.
-fn contract_refusal(ctx: &Context, agent: Agent, generation: &Path) -> Option<(u8, anyhow::Error)> {
-    let evaluation = match crate::check::evaluate_default_contract(ctx, agent, generation) {
-        Ok(None) => return None,
-        Ok(Some(evaluation)) if evaluation.exit_code == 0 => return None,
-        Ok(Some(evaluation)) => evaluation,
-        Err(error) => {
-            return Some((
-                5,
-                error.context("--strict-external: cannot evaluate the contract"),
-            ))
-        }
-    };
+fn contract_refusal(
+    ctx: &Context,
+    agent: Agent,
+    generation: &Path,
+    project: &Project,
+    session: Option<&ProjectSession>,
+) -> Option<(u8, anyhow::Error)> {
+    let evaluation =
+        match crate::check::evaluate_default_contract(ctx, agent, generation, project, session) {
+            Ok(None) => return None,
+            Ok(Some(evaluation)) if evaluation.exit_code == 0 => return None,
+            Ok(Some(evaluation)) => evaluation,
+            Err(error) => {
+                return Some((
+                    5,
+                    error.context("--strict-external: cannot evaluate the contract"),
+                ))
+            }
+        };
     let mut message = format!(
         "--strict-external: not launching {}: the contract {} does not hold (preflight exit {}); {} was not started",
         agent.display_name(),
@@ -373,12 +431,15 @@ fn user_env() -> Result<UserEnv> {
 
 // ----- the fast path -----
 
-/// What a full sync left for the next launch of the same agent and mode.
+/// What a full sync left for the next launch of the same agent and mode, in the state directory
+/// of the (definition, workspace) pair (see `crate::project`).
 #[derive(Debug, Serialize, Deserialize)]
 struct FastPathRecord {
     version: u32,
     fingerprint: String,
     project_root: PathBuf,
+    /// The workspace whose `.agents/` overlay the fingerprint covers.
+    workspace: PathBuf,
     project_hash: String,
     agentpack_home: PathBuf,
     staging_root: PathBuf,
@@ -389,7 +450,17 @@ struct FastPathRecord {
     /// The agent's secret layer (this file is 0600, outside the store), as rendering left it:
     /// secret templates keep their `${VAR}` references, expanded at each launch.
     secrets: SecretRecord,
+    /// What the fingerprint took from the lock (its slots and source directories). The
+    /// fingerprint covers the lock's bytes, so while it matches these are what the lock names and
+    /// the fast path need not parse the lock.
+    lock_inputs: LockInputs,
+    /// How many packages of that lock have no content hash (said on every launch).
+    unverified: usize,
 }
+
+/// Version 2: keyed by the (definition, workspace) pair, naming the workspace, and keeping what
+/// the fingerprint took from the lock.
+const RECORD_VERSION: u32 = 2;
 
 fn record_path(state_dir: &Path, mode_dir: &str, agent: Agent) -> PathBuf {
     state_dir
@@ -401,44 +472,80 @@ fn mode_name(ctx: &Context) -> String {
     ctx.mode.clone().unwrap_or_else(|| "default".to_string())
 }
 
-/// The staged state of the last full sync, when nothing visible changed since.
-fn fast_path(ctx: &Context, agent: Agent) -> Result<Option<Staged>> {
+/// The fingerprint of `agent`'s launch of `project` with `generation` selected, over the
+/// definition and the lock as `files` holds them and what `lock_inputs` says the lock names (the
+/// workspace's overlay and eject record, the cache slots and sources, the toggles:
+/// [`fingerprint_inputs_with`]).
+fn launch_fingerprint(
+    ctx: &Context,
+    project: &Project,
+    agent: Agent,
+    generation: &Path,
+    files: &ProjectFiles,
+    lock_inputs: LockInputs,
+) -> String {
+    let (inputs, extra) = fingerprint_inputs_with(
+        ctx,
+        Some(agent),
+        &project.root,
+        &project.workspace,
+        generation,
+        lock_inputs,
+    );
+    let read = fingerprint::ReadFiles {
+        manifest: files.manifest_bytes(),
+        lock: files.lock_bytes(),
+    };
+    fingerprint::compute_over(&inputs, &extra, read)
+}
+
+/// The staged state of the last full sync, when nothing visible changed since (`files`: the
+/// definition and the lock as this launch read them; the lock is not parsed).
+fn fast_path(
+    ctx: &Context,
+    project: &Project,
+    agent: Agent,
+    files: Option<&ProjectFiles>,
+) -> Result<Option<Staged>> {
     if env::flag(EnvVars::AGENTPACK_FULL_VERIFY) {
+        tracing::debug!("launch fast path declined: AGENTPACK_FULL_VERIFY is set");
         return Ok(None);
     }
-    let project_root = ctx.project_root()?;
-    let Ok(canonical) = fs_err::canonicalize(&project_root) else {
+    let Some(files) = files else {
         return Ok(None);
     };
-    let home = Home::from_env()?;
-    let hash = agentpack_lockfile::keys::project_hash(&canonical);
     let mode_dir = agentpack_lockfile::keys::mode_dir_component(&mode_name(ctx));
-    let state_dir = home.root.join("projects").join(&hash);
-    let Ok(text) = fs_err::read_to_string(record_path(&state_dir, &mode_dir, agent)) else {
+    let Ok(text) = fs_err::read_to_string(record_path(&project.state_dir(), &mode_dir, agent))
+    else {
+        tracing::debug!("launch fast path declined: no record of a full sync of these roots");
         return Ok(None);
     };
     let Ok(record) = serde_json::from_str::<FastPathRecord>(&text) else {
+        tracing::debug!("launch fast path declined: the record is not one this agentpack writes");
         return Ok(None);
     };
-    if record.version != 1 || record.agentpack_home != home.root || record.project_root != canonical
+    if record.version != RECORD_VERSION
+        || record.agentpack_home != project.home.root
+        || record.project_root != project.root
+        || record.workspace != project.workspace
     {
+        tracing::debug!("launch fast path declined: the record is of other roots");
         return Ok(None);
     }
     // The pointer still selects the generation the fingerprint was taken with.
     if fs_err::canonicalize(&record.pointer).ok().as_deref() != Some(record.generation.as_path()) {
+        tracing::debug!("launch fast path declined: the pointer moved since the last full sync");
         return Ok(None);
     }
-    let lock = agentpack_lockfile::Lockfile::load(&canonical.join(LOCK_FILE)).ok();
-    let (inputs, extra) = fingerprint_inputs(
+    let fingerprint = launch_fingerprint(
         ctx,
-        Some(agent),
-        &canonical,
-        &canonical,
-        &home.root,
+        project,
+        agent,
         &record.generation,
-        lock.as_ref(),
+        files,
+        record.lock_inputs,
     );
-    if fingerprint::compute_extended(&inputs, &extra) != record.fingerprint {
+    if fingerprint != record.fingerprint {
         tracing::debug!("launch fast path declined: inputs changed since the last full sync");
         return Ok(None);
     }
@@ -448,16 +555,14 @@ fn fast_path(ctx: &Context, agent: Agent) -> Result<Option<Staged>> {
     );
     // A lock without content hashes is reported on every launch, and refused by a full sync
     // when AGENTPACK_REQUIRE_VERIFIED is set.
-    if let Some(lock) = &lock {
-        let unverified = lock.unverified_packages().count();
-        if unverified > 0 {
-            if env::flag(EnvVars::AGENTPACK_REQUIRE_VERIFIED) {
-                return Ok(None);
-            }
-            output::warn(&format!(
-                "{unverified} package(s) in pack.lock have no content hash and are not verified; run `agentpack lock` to record them"
-            ));
+    if record.unverified > 0 {
+        if env::flag(EnvVars::AGENTPACK_REQUIRE_VERIFIED) {
+            return Ok(None);
         }
+        output::warn(&format!(
+            "{} package(s) in pack.lock have no content hash and are not verified; run `agentpack lock` to record them",
+            record.unverified
+        ));
     }
     let secrets = record.secrets.into_layer();
     Ok(Some(Staged {
@@ -474,28 +579,29 @@ fn fast_path(ctx: &Context, agent: Agent) -> Result<Option<Staged>> {
     }))
 }
 
-/// Records the fingerprint after a full sync (which verified everything it staged from).
-fn record_fast_path(ctx: &Context, agent: Agent, staged: &Staged) -> Result<()> {
-    let canonical = fs_err::canonicalize(&staged.project_root)?;
-    let lock = agentpack_lockfile::Lockfile::load(&canonical.join(LOCK_FILE)).ok();
-    let (inputs, extra) = fingerprint_inputs(
-        ctx,
-        Some(agent),
-        &canonical,
-        &canonical,
-        &staged.agentpack_home,
-        &staged.generation,
-        lock.as_ref(),
-    );
+/// Records the fingerprint after a full sync (which verified everything it staged from), over the
+/// definition and the lock as the sync left them (the lock parsed once, for what it names).
+fn record_fast_path(ctx: &Context, project: &Project, agent: Agent, staged: &Staged) -> Result<()> {
+    let files = ProjectFiles::read(&project.manifest_path, &project.lock_path)?;
+    let lock = files.lock().ok().flatten();
+    let lock_inputs = lock_inputs(&project.root, &project.home.root, lock.as_ref());
     let secrets = staged
         .secrets
         .get(&agent)
         .map(SecretRecord::from_layer)
         .unwrap_or_default();
     let record = FastPathRecord {
-        version: 1,
-        fingerprint: fingerprint::compute_extended(&inputs, &extra),
-        project_root: canonical,
+        version: RECORD_VERSION,
+        fingerprint: launch_fingerprint(
+            ctx,
+            project,
+            agent,
+            &staged.generation,
+            &files,
+            lock_inputs.clone(),
+        ),
+        project_root: project.root.clone(),
+        workspace: project.workspace.clone(),
         project_hash: staged.project_hash.clone(),
         agentpack_home: staged.agentpack_home.clone(),
         staging_root: staged.staging_root.clone(),
@@ -504,6 +610,10 @@ fn record_fast_path(ctx: &Context, agent: Agent, staged: &Staged) -> Result<()> 
         generation: staged.generation.clone(),
         state_dir: staged.state_dir.clone(),
         secrets,
+        lock_inputs,
+        unverified: lock
+            .as_ref()
+            .map_or(0, |lock| lock.unverified_packages().count()),
     };
     let path = record_path(&staged.state_dir, &staged.mode_dir, agent);
     let mut bytes = serde_json::to_vec_pretty(&record)?;

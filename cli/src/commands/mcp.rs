@@ -132,7 +132,7 @@ fn run_add(ctx: &Context, args: &McpAddArgs) -> Result<ExitCode> {
         Some(existing) if existing.source == McpSource::DotAgents => bail!(
             "MCP server `{name}` is defined in .agents/mcp.json, which is merged after agentpack.toml: the server added here would never run; nothing was written\n  fix  add it under another name (`agentpack mcp add <other-name> ...`), or remove `{name}` from {overlay} first",
             name = args.name,
-            overlay = edit.project.root.join(".agents/mcp.json").display()
+            overlay = edit.project.workspace.join(".agents/mcp.json").display()
         ),
         Some(MergedServer {
             source: McpSource::Plugin { module, .. },
@@ -209,7 +209,7 @@ fn run_remove(ctx: &Context, args: &McpRemoveArgs) -> Result<ExitCode> {
                 "MCP server `{}` is not in [mcp.servers] of {}: it is defined in .agents/mcp.json\n  fix  remove it from {}",
                 args.name,
                 edit.project.manifest_path.display(),
-                edit.project.root.join(".agents/mcp.json").display()
+                edit.project.workspace.join(".agents/mcp.json").display()
             ),
             Some(McpSource::Plugin { module, file }) => bail!(
                 "MCP server `{}` is not in [mcp.servers] of {}: package {module} defines it ({file})\n  fix  disable it with the selector `mcp:{}` in a mode (see Modes), or remove the package with `agentpack remove {module}`",

@@ -262,12 +262,25 @@ pub fn run_rollback(ctx: &Context, args: &RollbackArgs) -> Result<ExitCode> {
     let Some(path) = store.get(&target.name) else {
         bail!("generation {} is no longer in the store\n  fix  run `agentpack sync` to build the current one", target.name.as_str());
     };
+    // Nothing staged that was not verified: an older generation edited in place (through a hard
+    // link of its files) is not selected again.
+    let edited = store.changed_files(&path)?;
+    if !edited.is_empty() {
+        let shown: Vec<&str> = edited.iter().take(5).map(String::as_str).collect();
+        let more = edited.len().saturating_sub(shown.len());
+        bail!(
+            "generation {} of mode `{name}` was changed in place since it was built ({}{}); it was not selected\n  fix  `agentpack store verify --repair` repairs (or removes) the damaged generation; `agentpack sync` builds the current one",
+            target.name.as_str(),
+            shown.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
+        );
+    }
     store.add_generation_root(&history_name(&project, &mode_dir), &path)?;
     pointer.switch_to(path.path())?;
     // The rollback stays selected until the inputs change or a sync is asked for.
     crate::rollback_record::record(
         &project.state_dir(),
-        &project.root,
+        crate::rollback_record::Roots::of(&project),
         &name,
         &mode_dir,
         path.path(),

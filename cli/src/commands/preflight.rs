@@ -41,8 +41,9 @@ pub fn run(ctx: &Context, args: &PreflightArgs) -> Result<ExitCode> {
         contract: args.contract.clone(),
         receipt: args.receipt.clone(),
         generation: None,
+        opened: check::Opened::default(),
     };
-    match check::preflight(ctx, &request) {
+    match check::preflight(ctx, request) {
         Ok(report) => {
             let exit = report.exit_code;
             if ctx.json {

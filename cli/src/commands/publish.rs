@@ -107,7 +107,11 @@ pub fn run(ctx: &Context, args: &PublishArgs) -> Result<ExitCode> {
     }
     let client = OciClient::new(transport)?;
     let outcome = {
-        let _ticker = output::Ticker::start(ctx, &format!("publishing to {repository}"));
+        let _ticker = output::Ticker::start_with_status(
+            ctx,
+            &format!("publishing to {repository}"),
+            Some(crate::oci_progress::transfer_status(&client, None)),
+        );
         client.push_tree_tagged(
             &repository,
             &[tag.as_str(), identity.as_str()],

@@ -11,7 +11,7 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 
 use crate::context::{Context, Home};
-use crate::output;
+use crate::output::{self, human_bytes};
 use crate::session;
 
 #[derive(Debug, Args)]
@@ -152,24 +152,24 @@ fn verify_store(
                 path.problems.join("; ")
             ))?;
         }
-        for name in &report.missing_metadata {
-            output::stdout(&format!("no metadata   {name}\n"))?;
-        }
-        for name in &report.missing_paths {
-            output::stdout(&format!("missing path  {name}\n"))?;
-        }
-        for name in &report.repaired {
-            output::stdout(&format!("repaired      {name}\n"))?;
-        }
-        for name in &report.unrepairable {
-            output::stdout(&format!("removed       {name} (no good copy was left)\n"))?;
-        }
-        for item in &report.not_repaired {
-            output::stdout(&format!("not repaired  {item}\n"))?;
-        }
-        // The store database is a cache: a record it corrected is said, never counted as damage.
-        for record in &report.index_corrected {
-            output::stdout(&format!("index record  {record}\n"))?;
+        // One line per name: its label, the name, what the label needs said after it. The store
+        // database is a cache: a record it corrected is said, never counted as damage.
+        let named: [(&str, &[String], &str); 6] = [
+            ("no metadata   ", &report.missing_metadata, ""),
+            ("missing path  ", &report.missing_paths, ""),
+            ("repaired      ", &report.repaired, ""),
+            (
+                "removed       ",
+                &report.unrepairable,
+                " (no good copy was left)",
+            ),
+            ("not repaired  ", &report.not_repaired, ""),
+            ("index record  ", &report.index_corrected, ""),
+        ];
+        for (label, names, after) in named {
+            for name in names {
+                output::stdout(&format!("{label}{name}{after}\n"))?;
+            }
         }
     }
     if damaged {
@@ -266,19 +266,4 @@ fn gc_summary(report: &agentpack_store::GcReport) -> String {
         human_bytes(report.bytes_freed),
         report.store_paths_kept,
     )
-}
-
-fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
 }

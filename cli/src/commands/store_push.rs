@@ -412,9 +412,13 @@ pub fn run(ctx: &Context, store: &Store, args: &StorePushArgs) -> Result<ExitCod
         })
         .collect();
     let outcomes = {
-        let _ticker = output::Ticker::start(
+        let _ticker = output::Ticker::start_with_status(
             ctx,
             &format!("pushing {} store paths to {repository}", jobs.len()),
+            Some(crate::oci_progress::transfer_status(
+                &client,
+                Some(jobs.len()),
+            )),
         );
         client.push_trees(&repository, &jobs)?
     };

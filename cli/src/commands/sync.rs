@@ -160,8 +160,9 @@ pub fn run(ctx: &Context, args: &SyncArgs, probe_all: ProbeAfterSync<'_>) -> Res
 // ----- the fast path of a bare sync -----
 
 /// What a full bare sync left for the next one: the fingerprint of its inputs (the launch fast
-/// path's, extended to every agent, see [`crate::pipeline::fingerprint::fingerprint_inputs`]), the
-/// generation it selected, and what the fast path would otherwise parse the lock for. In
+/// path's, extended to every agent, see
+/// [`crate::pipeline::fingerprint::fingerprint_inputs_with`]), the generation it selected, and
+/// what the fast path would otherwise parse the lock for. In
 /// `$AGENTPACK_HOME/projects/<hash>/launch/<mode-dir>.sync.json`.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct SyncRecord {
@@ -501,14 +502,14 @@ fn describe_plan(plan: &agentpack_builders::project::Plan) -> String {
         text.push_str(&format!("  {agent}: {} file(s)\n", files.len()));
     }
     for collision in &plan.collisions {
+        let (agent, clash, path) = (&collision.agent, &collision.clash, &collision.path);
+        let (kept_by, from, to) = (
+            &collision.kept_by,
+            &collision.renamed_from,
+            &collision.renamed_to,
+        );
         text.push_str(&format!(
-            "  collision ({}) {} {}: {} keeps it, {} is staged as {}\n",
-            collision.agent,
-            collision.clash,
-            collision.path,
-            collision.kept_by,
-            collision.renamed_from,
-            collision.renamed_to
+            "  collision ({agent}) {clash} {path}: {kept_by} keeps it, {from} is staged as {to}\n"
         ));
     }
     for warning in &plan.warnings {

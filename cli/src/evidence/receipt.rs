@@ -195,6 +195,8 @@ pub struct Located {
     pub path: PathBuf,
     /// Newer receipts `latest` passed over (`id: why`).
     pub skipped: Vec<String>,
+    /// The receipt `latest` read to choose it (None for an id or a path: not read yet).
+    pub receipt: Option<Receipt>,
 }
 
 /// Finds the receipt `reference` names.
@@ -221,7 +223,11 @@ pub fn locate(
             let id = name.trim_end_matches(".json").to_owned();
             match read(&path) {
                 Ok(receipt) if receipt.status == "complete" => {
-                    return Ok(Located { path, skipped });
+                    return Ok(Located {
+                        path,
+                        skipped,
+                        receipt: Some(receipt),
+                    });
                 }
                 Ok(receipt) => skipped.push(format!("{id}: {}", receipt.status)),
                 Err(ReceiptError::Format { .. }) => {
@@ -245,6 +251,7 @@ pub fn locate(
     Ok(Located {
         path,
         skipped: Vec::new(),
+        receipt: None,
     })
 }
 

@@ -19,9 +19,9 @@ fn mode_name(ctx: &Context) -> String {
 }
 
 /// What a fingerprint takes from the lock: the cache slot of every package, in lock order, and the
-/// directories path and `local/` packages are copied from. A bare sync records these beside its
-/// fingerprint, so its fast path need not parse the lock: the fingerprint covers the lock's bytes,
-/// and while they are unchanged so is what they name.
+/// directories path and `local/` packages are copied from. A bare sync and a launcher record these
+/// beside their fingerprint, so their fast paths need not parse the lock: the fingerprint covers
+/// the lock's bytes, and while they are unchanged so is what they name.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LockInputs {
     pub cache_entries: Vec<PathBuf>,
@@ -65,28 +65,9 @@ pub fn lock_inputs(
 /// What the fast paths (a launcher's, and a bare sync's when `agent` is `None`) fingerprint: the
 /// manifest, the lock, the overlay of `workspace` and eject's record there, the mode, the
 /// toggles, the generation, every cache slot of the lock (its link and store path, never its
-/// files) and the directories path and `local/` packages are copied from (walked).
-pub fn fingerprint_inputs(
-    ctx: &Context,
-    agent: Option<Agent>,
-    project_root: &Path,
-    workspace: &Path,
-    agentpack_home: &Path,
-    generation: &Path,
-    parsed_lock: Option<&agentpack_lockfile::Lockfile>,
-) -> (fingerprint::FingerprintInputs, fingerprint::ExtraInputs) {
-    fingerprint_inputs_with(
-        ctx,
-        agent,
-        project_root,
-        workspace,
-        generation,
-        lock_inputs(project_root, agentpack_home, parsed_lock),
-    )
-}
-
-/// [`fingerprint_inputs`] with what it takes from the lock given ([`LockInputs`], recorded by a
-/// bare sync) instead of read from a parsed lock.
+/// files) and the directories path and `local/` packages are copied from (walked), as
+/// `lock_inputs` names them ([`LockInputs`]: from [`lock_inputs`] of the parsed lock, or as a
+/// fast path's record kept them, so the fast path need not parse the lock).
 pub fn fingerprint_inputs_with(
     ctx: &Context,
     agent: Option<Agent>,

@@ -30,14 +30,14 @@ use crate::rollback_record::{self, RolledBack};
 use super::{check_verified, plan_options, resolve_mode, say_mirrored, say_warnings, Staged};
 
 /// Who stages, and how.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct StageOptions {
     /// The agent a launcher starts: only its part is planned and built, and its secret-bearing
     /// values are rendered even when the generation is reused (they never enter the store).
     pub agent: Option<Agent>,
-    /// An agent whose secret-bearing values a sync of every agent returns too (`eject` names
-    /// what Codex's servers lack).
-    pub secrets_of: Option<Agent>,
+    /// The agents whose secret-bearing values a sync of every agent returns too (`eject` names
+    /// what their servers lack: every agent whose row renders secrets, Codex today).
+    pub secrets_of: Vec<Agent>,
 }
 
 /// A full sync of the mode: resolve with `policy`, write the lock when it changed, stage.
@@ -143,7 +143,7 @@ pub fn stage_for_launch(
         &policy,
         StageOptions {
             agent: Some(agent),
-            secrets_of: None,
+            secrets_of: Vec::new(),
         },
     )
 }
@@ -178,12 +178,11 @@ pub fn stage(
     }
     // A published generation is used without a plan: only the secret values asked for are
     // rendered (what rendering reported was said when it was built, and stays in its report).
-    let reused = session.reuse(
-        &planned,
-        &mode.dir,
-        &agents,
-        options.agent.or(options.secrets_of),
-    );
+    let secrets_of = match options.agent {
+        Some(agent) => vec![agent],
+        None => options.secrets_of.clone(),
+    };
+    let reused = session.reuse(&planned, &mode.dir, &agents, &secrets_of);
     say_warnings(session);
     if let Some(built) = reused? {
         let selected = session.select(&mode.dir, &built)?;
@@ -213,10 +212,10 @@ pub fn stage(
     let selected = session.select(&mode.dir, &built)?;
     let mut staged = Staged::of(project, &mode.dir, &selected.pointer, selected.generation);
     staged.secrets = built.secrets;
-    if let Some(agent) = options
-        .secrets_of
-        .filter(|agent| !staged.secrets.contains_key(agent))
-    {
+    for &agent in &options.secrets_of {
+        if staged.secrets.contains_key(&agent) {
+            continue;
+        }
         let secrets =
             agentpack_builders::generation::render_secrets(session.store(), plan.inputs(), agent)?;
         if !secrets.is_empty() {
@@ -245,7 +244,7 @@ fn stage_rolled_back(
         announce,
     } = rollback_record::check(
         &state_dir,
-        &project.root,
+        rollback_record::Roots::of(project),
         &mode.name,
         &mode.dir,
         selected.as_deref(),

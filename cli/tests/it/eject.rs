@@ -783,3 +783,35 @@ fn a_write_failing_part_way_puts_every_file_back() {
         project.files()
     );
 }
+
+/// With separate roots (`--definition-root D --workspace W`), eject writes into the checkout the
+/// editors open, W, where the sync reads `./.agents/` and the launchers look for eject's record;
+/// the definition root keeps only its manifest and lock, and `--remove` undoes it in W.
+#[test]
+fn with_separate_roots_eject_writes_into_the_workspace_and_removes_from_it() {
+    let project = Project::new();
+    let checkout = tempfile::tempdir().unwrap();
+    let workspace = std::fs::canonicalize(checkout.path()).unwrap();
+    let roots = [
+        "--definition-root",
+        project.home.project.to_str().unwrap(),
+        "--workspace",
+        workspace.to_str().unwrap(),
+    ];
+    let definition_before = project.tree_hash();
+    project.ok(&[&roots[..], &["eject", "claude"]].concat());
+    assert!(
+        workspace.join(".claude/commands/review.md").is_file(),
+        "the copy is in the workspace"
+    );
+    assert!(workspace.join(".agentpack/eject/manifest.json").is_file());
+    assert!(
+        !project.path(".agentpack").exists() && !project.path(".claude").exists(),
+        "nothing is ejected into the definition root"
+    );
+    assert_eq!(project.tree_hash(), definition_before);
+
+    project.ok(&[&roots[..], &["eject", "--remove"]].concat());
+    assert!(!workspace.join(".claude").exists());
+    assert!(!workspace.join(".agentpack/eject/manifest.json").exists());
+}

@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use agentpack_test_support::{demo_plugin, write, write_executable, IsolatedHome};
+use agentpack_test_support::{demo_plugin, write, write_executable, FakeGitHub, IsolatedHome};
 
 const STANDIN: &str = r#"#!/bin/sh
 out="$STANDIN_RECORD/$(basename "$0").txt"
@@ -752,4 +752,112 @@ fn the_sync_inside_add_removes_launcher_links_like_a_bare_sync() {
         std::fs::symlink_metadata(&link).is_err(),
         "the link to the old generation is gone"
     );
+}
+
+/// With separate roots (`--definition-root` and `--workspace`) the fast path is that pair's, as
+/// the rest of the project state is: a second launch takes it, and a change in the workspace's
+/// `.agents/` ends it (the overlay staged is the workspace's, not the definition's).
+#[test]
+fn separate_roots_take_the_fast_path_of_their_pair() {
+    let t = setup();
+    let checkout = t.iso.project.parent().unwrap().join("checkout");
+    std::fs::create_dir_all(&checkout).unwrap();
+    let definition = t.project();
+    let checkout = std::fs::canonicalize(&checkout).unwrap();
+    let args = [
+        "-v",
+        "--definition-root",
+        definition.to_str().unwrap(),
+        "--workspace",
+        checkout.to_str().unwrap(),
+        "claude",
+    ];
+    const FAST: &str = "launch fast path: inputs unchanged";
+    let launch = || String::from_utf8_lossy(&t.ok(&args, &[]).stderr).into_owned();
+    let first = launch();
+    assert!(!first.contains(FAST), "the first launch syncs: {first}");
+    let second = launch();
+    assert!(second.contains(FAST), "the second launch is fast: {second}");
+    t.seen("claude")
+        .assert_sees("plugins/agentpack-bundle/skills/demo-skill/SKILL.md");
+
+    write(
+        &checkout.join(".agents/skills/local/SKILL.md"),
+        "---\nname: local\ndescription: The workspace's own skill.\n---\nx\n",
+    );
+    let changed = launch();
+    assert!(
+        changed.contains("launch fast path declined: inputs changed"),
+        "the workspace's overlay changed: {changed}"
+    );
+    t.seen("claude")
+        .assert_sees("plugins/agentpack-bundle/skills/local/SKILL.md");
+    let again = launch();
+    assert!(again.contains(FAST), "fast again after the sync: {again}");
+
+    // The definition alone (one root) is another pair, with its own record.
+    let single = String::from_utf8_lossy(&t.ok(&["-v", "claude"], &[]).stderr).into_owned();
+    assert!(!single.contains(FAST), "one root is not the pair: {single}");
+}
+
+/// The fast path says what a full sync would about a lock without content hashes (it keeps the
+/// count in its record rather than parse the lock again), and `AGENTPACK_REQUIRE_VERIFIED=1` sends
+/// such a launch through the full sync, which refuses it. A GitHub package: a sync keeps a version
+/// 2 lock of one as it is (a path package is hashed again by every sync).
+#[test]
+fn the_fast_path_says_the_lock_is_unverified_and_require_verified_refuses() {
+    let github = FakeGitHub::start();
+    let repo = github.repo("acme", "skills");
+    repo.write(
+        "SKILL.md",
+        "---\nname: demo\ndescription: the demo skill\n---\n\nDo demo things.\n",
+    );
+    repo.commit("one");
+    let project = agentpack_test_support::Project::with_github(github);
+    project.ok(&["init", "--name", "demo"]);
+    project.ok(&["add", "acme/skills"]);
+    let text = project.read("pack.lock");
+    let stripped: String = text
+        .lines()
+        .filter(|line| !line.starts_with("content_hash"))
+        .map(|line| {
+            if line.starts_with("lockfile_version") {
+                "lockfile_version = 2"
+            } else {
+                line
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n";
+    assert_ne!(stripped, text, "the lock had content hashes");
+    project.write("pack.lock", &stripped);
+    let standin = project.home.home.join("bin/claude");
+    write_executable(&standin, "#!/bin/sh\nexit 0\n");
+    const UNVERIFIED: &str = "1 package(s) in pack.lock have no content hash";
+    const FAST: &str = "launch fast path: inputs unchanged";
+    let launch = |envs: &[(&str, &str)]| {
+        let mut command = project.command(&["-v", "claude"]);
+        command.env("CLAUDE_PATH", &standin);
+        for (name, value) in envs {
+            command.env(name, value);
+        }
+        let output = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        (output.status.success(), stderr)
+    };
+    let (ok, full) = launch(&[]);
+    assert!(
+        ok && !full.contains(FAST) && full.contains(UNVERIFIED),
+        "{full}"
+    );
+    let (ok, fast) = launch(&[]);
+    assert!(
+        ok && fast.contains(FAST) && fast.contains(UNVERIFIED),
+        "{fast}"
+    );
+    let (ok, refused) = launch(&[("AGENTPACK_REQUIRE_VERIFIED", "1")]);
+    assert!(!ok, "{refused}");
+    assert!(refused.contains("AGENTPACK_REQUIRE_VERIFIED"), "{refused}");
+    assert_eq!(project.read("pack.lock"), stripped, "the lock is as it was");
 }

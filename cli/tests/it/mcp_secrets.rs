@@ -143,6 +143,26 @@ impl Project {
         (env, toml, config)
     }
 
+    /// Codex's `CODEX_HOME` (under the staging root, or under the documented fallback
+    /// `/var/tmp/ap-c/` when the staging root is too long for Codex's socket, as under a long
+    /// `TMPDIR`) holds no credential: its `config.toml` only links to the private copy under
+    /// `$AGENTPACK_HOME/projects/`.
+    fn assert_codex_home_only_links(&self, config: &Path) {
+        assert!(
+            config.starts_with(&self.iso.staging_root) || config.starts_with("/var/tmp/ap-c"),
+            "{}",
+            config.display()
+        );
+        let target = std::fs::read_link(config).unwrap();
+        assert!(
+            target.starts_with(self.iso.agentpack_home.join("projects")),
+            "{}",
+            target.display()
+        );
+        let held = files_holding(config.parent().unwrap(), SENTINEL);
+        assert!(held.is_empty(), "CODEX_HOME holds a credential: {held:?}");
+    }
+
     /// Every file under the scanned roots that holds the sentinel, except the allowed ones; and
     /// each allowed one's mode is checked.
     fn leaks(&self) -> Vec<String> {
@@ -243,19 +263,7 @@ fn credentials_in_url_and_args_reach_the_agents_and_nothing_else() {
                 let mode = std::fs::metadata(&config).unwrap().permissions().mode() & 0o777;
                 assert_eq!(mode, 0o600, "{}", config.display());
                 if launcher == "codex" {
-                    // CODEX_HOME is under the staging root; its config.toml only links to the
-                    // private copy under $AGENTPACK_HOME/projects/.
-                    assert!(
-                        config.starts_with(&t.iso.staging_root),
-                        "{}",
-                        config.display()
-                    );
-                    let target = std::fs::read_link(&config).unwrap();
-                    assert!(
-                        target.starts_with(t.iso.agentpack_home.join("projects")),
-                        "{}",
-                        target.display()
-                    );
+                    t.assert_codex_home_only_links(&config);
                 }
             }
             _ => {
@@ -333,7 +341,7 @@ headers = {{ X-Api-Key = "key ${{H10_HEADER_TOKEN}}" }}
             Some("key hdr-s3ntinelQZX-token"),
             "round {round}: {toml}"
         );
-        assert!(config.unwrap().starts_with(&t.iso.staging_root));
+        t.assert_codex_home_only_links(&config.unwrap());
         assert_eq!(t.leaks(), Vec::<String>::new(), "after launch {round}");
     }
 

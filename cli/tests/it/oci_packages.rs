@@ -2,7 +2,8 @@
 //! `docker-registry` on 127.0.0.1). A skill directory is published under a tag; `add` pins the tag,
 //! `lock` records the manifest digest and the content hash; `sync` keeps that digest when the tag
 //! moves in the registry; `update` follows it; a fresh home restores the lock by digest; a digest
-//! pin is used as written; an unknown tag is an error naming the package.
+//! pin is used as written; an unknown tag is an error naming the package; a registry that is not
+//! loopback is reached over HTTPS unless `AGENTPACK_OCI_INSECURE` lists it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure
 
@@ -203,4 +204,62 @@ fn the_download_limit_of_the_environment_applies_to_an_oci_package() {
     );
     let manifest = std::fs::read_to_string(home.project.join("agentpack.toml")).unwrap();
     assert!(!manifest.contains("oci://"), "{manifest}");
+}
+
+/// A listener on 127.0.0.2 (loopback, but not a name agentpack treats as local) that records the
+/// first bytes of every connection and hangs up.
+fn first_bytes_listener() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>) {
+    use std::io::Read as _;
+    let listener = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recorded = std::sync::Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            stream
+                .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+                .unwrap();
+            let mut head = [0u8; 4];
+            if stream.read_exact(&mut head).is_ok() {
+                recorded.lock().unwrap().push(head.to_vec());
+            }
+        }
+    });
+    (port, seen)
+}
+
+#[test]
+fn registries_are_reached_over_https_unless_loopback_or_listed_in_agentpack_oci_insecure() {
+    let (port, seen) = first_bytes_listener();
+    let home = IsolatedHome::new();
+    ok(&home, &["init", "--name", "demo"]);
+    let module = format!("oci://127.0.0.2:{port}/acme/skills/pdf");
+    let output = run(&home, &["add", &format!("{module}:1.0.0")]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(&module), "{stderr}");
+    let first = seen.lock().unwrap().clone();
+    assert!(!first.is_empty(), "{stderr}");
+    assert!(
+        first.iter().all(|head| head[0] == 0x16 && head[1] == 0x03),
+        "a TLS handshake, not plain HTTP: {first:?}"
+    );
+
+    seen.lock().unwrap().clear();
+    let output = home
+        .command(&agentpack_bin(), None)
+        .env(
+            "AGENTPACK_OCI_INSECURE",
+            format!("other.lan, 127.0.0.2:{port}"),
+        )
+        .args(["add", &format!("{module}:1.0.0")])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let first = seen.lock().unwrap().clone();
+    assert!(
+        !first.is_empty() && first.iter().all(|head| head == b"GET " || head == b"HEAD"),
+        "plain HTTP to a listed host: {first:?}"
+    );
 }

@@ -1,8 +1,10 @@
 //! `agentpack store push` and `agentpack publish` against a real OCI registry (Debian's
 //! `docker-registry` on 127.0.0.1): a project locked and synced from the fake GitHub pushes its
 //! closure once (a second push uploads nothing), `--all` finds the same store paths, a cold store
-//! reports what is missing; a local skill directory is published under its tag and its identity
-//! tag with the `content_hash` that `add` of the same directory locks.
+//! reports what is missing; the manifest, config blob and layer the registry stores are ours
+//! (artifactType, media types, module, commit, content hash, agentpack version, tar modes); a local
+//! skill directory is published under its tag and its identity tag with the `content_hash` that
+//! `add` of the same directory locks, showing the bytes uploaded on a terminal only.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure
 
@@ -39,6 +41,27 @@ fn json(home: &IsolatedHome, github: Option<&FakeGitHub>, args: &[&str]) -> serd
     let mut all = args.to_vec();
     all.push("--json");
     serde_json::from_str(&ok(home, github, &all)).unwrap()
+}
+
+/// `GET http://127.0.0.1:PORT{path}` (HTTP/1.0, so the body ends with the connection): the body.
+pub(crate) fn http_get(registry: &TestRegistry, path: &str, accept: &str) -> Vec<u8> {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", registry.port())).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: {}\r\nAccept: {accept}\r\n\r\n",
+        registry.registry()
+    )
+    .unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&response[..split]).into_owned();
+    assert!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "{head}"
+    );
+    response[split + 4..].to_vec()
 }
 
 fn client() -> OciClient {
@@ -98,6 +121,7 @@ fn store_push_pushes_the_locked_closure_once() {
         .unwrap()
         .unwrap();
     let config = pulled.config.unwrap();
+    assert_eq!(config.agentpack_version, env!("CARGO_PKG_VERSION"));
     assert_eq!(config.module, alpha.module.as_str());
     assert_eq!(config.commit.as_deref(), Some(alpha.commit.as_str()));
     assert_eq!(config.content_identity, alpha_hash);
@@ -107,6 +131,85 @@ fn store_push_pushes_the_locked_closure_once() {
             .unwrap()
             .to_string(),
         alpha_hash
+    );
+
+    // The manifest as the registry stores it: our artifactType, our config, one tar+zstd layer
+    // whose tar headers record the executable bit (0755 for run.sh, 0644 for the rest).
+    let manifest: serde_json::Value = serde_json::from_slice(&http_get(
+        &registry,
+        &format!("/v2/team/cache/manifests/{}", identity_tag(&alpha_hash)),
+        "application/vnd.oci.image.manifest.v1+json",
+    ))
+    .unwrap();
+    assert_eq!(
+        manifest["mediaType"], "application/vnd.oci.image.manifest.v1+json",
+        "{manifest}"
+    );
+    assert_eq!(
+        manifest["artifactType"],
+        "application/vnd.agentpack.package.v1"
+    );
+    assert_eq!(
+        manifest["config"]["mediaType"],
+        "application/vnd.agentpack.config.v1+json"
+    );
+    let layers = manifest["layers"].as_array().unwrap();
+    assert_eq!(layers.len(), 1, "{manifest}");
+    assert_eq!(
+        layers[0]["mediaType"],
+        "application/vnd.oci.image.layer.v1.tar+zstd"
+    );
+    assert_eq!(
+        manifest["annotations"]["dev.agentpack.content-identity"],
+        alpha_hash.as_str()
+    );
+    let config_blob: serde_json::Value = serde_json::from_slice(&http_get(
+        &registry,
+        &format!(
+            "/v2/team/cache/blobs/{}",
+            manifest["config"]["digest"].as_str().unwrap()
+        ),
+        "*/*",
+    ))
+    .unwrap();
+    assert_eq!(
+        config_blob["module"],
+        alpha.module.as_str(),
+        "{config_blob}"
+    );
+    assert_eq!(config_blob["commit"], alpha.commit.as_str());
+    assert_eq!(config_blob["content_identity"], alpha_hash.as_str());
+    assert_eq!(config_blob["agentpack_version"], env!("CARGO_PKG_VERSION"));
+    let layer = http_get(
+        &registry,
+        &format!(
+            "/v2/team/cache/blobs/{}",
+            layers[0]["digest"].as_str().unwrap()
+        ),
+        "*/*",
+    );
+    let tar = zstd::decode_all(&layer[..]).unwrap();
+    let mut archive = tar::Archive::new(&tar[..]);
+    let modes: Vec<(String, u32, u64)> = archive
+        .entries()
+        .unwrap()
+        .map(|entry| {
+            let entry = entry.unwrap();
+            let header = entry.header();
+            (
+                entry.path().unwrap().display().to_string(),
+                header.mode().unwrap(),
+                header.mtime().unwrap(),
+            )
+        })
+        .collect();
+    assert!(
+        modes.contains(&("run.sh".to_owned(), 0o755, 0)),
+        "{modes:?}"
+    );
+    assert!(
+        modes.contains(&("SKILL.md".to_owned(), 0o644, 0)),
+        "{modes:?}"
     );
 
     // A second push uploads nothing.
@@ -291,4 +394,81 @@ fn publish_pushes_a_skill_directory_with_the_hash_add_locks() {
     );
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("names no tag"));
+}
+
+#[test]
+fn publish_shows_the_bytes_uploaded_on_a_terminal_only() {
+    use agentpack_test_support::registry::TokenAuthProxy;
+    if !registry_available() {
+        return;
+    }
+    let registry = TestRegistry::start();
+    let proxy = TokenAuthProxy::start(&registry, "team", "s3cret", false);
+    // Every blob call held 700 ms: the push outlasts the spinner's first second.
+    proxy.set_blob_delay(std::time::Duration::from_millis(700));
+    let home = IsolatedHome::new();
+    let skill = home.project.join("big-skill");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: big-skill\ndescription: big\n---\nbody\n",
+    )
+    .unwrap();
+    // Bytes zstd cannot shrink much: a few hundred KiB of pseudo-random hex.
+    let mut noise = String::new();
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    while noise.len() < 300_000 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        noise.push_str(&format!("{state:016x}"));
+    }
+    std::fs::write(skill.join("data.txt"), noise).unwrap();
+    let publish = |repository: &str, on_terminal: bool| -> String {
+        let target = format!("{}:1.0.0", proxy.repository_url(repository));
+        let mut command = if on_terminal {
+            let mut script = home.command(std::path::Path::new("script"), None);
+            let line = format!("{} publish ./big-skill {target}", agentpack_bin().display());
+            script.args(["-q", "-e", "-c", &line, "/dev/null"]);
+            script
+        } else {
+            let mut command = home.command(&agentpack_bin(), None);
+            command.args(["publish", "./big-skill", &target]);
+            command
+        };
+        let output = command
+            .env("AGENTPACK_OCI_TOKEN", "team:s3cret")
+            .env("TERM", "xterm")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(output.status.success(), "{text}");
+        text
+    };
+    let terminal = publish("skills/big", true);
+    assert!(
+        terminal.contains("publishing to oci://") && terminal.contains(" KiB uploaded)"),
+        "no byte progress on a terminal:\n{terminal}"
+    );
+    // The whole layer (more than 100 KiB) was counted, not only announced.
+    let counted = terminal.split('(').skip(1).any(|frame| {
+        frame
+            .split_once(" uploaded)")
+            .and_then(|(status, _)| status.split_once(" of "))
+            .and_then(|(sent, _)| sent.strip_suffix(" KiB"))
+            .and_then(|sent| sent.parse::<f64>().ok())
+            .is_some_and(|sent| sent > 100.0)
+    });
+    assert!(counted, "{terminal}");
+    // The same upload (another repository, so every blob is sent again) into a pipe: no spinner.
+    let pipe = publish("skills/big-again", false);
+    assert!(pipe.contains("published "), "{pipe}");
+    assert!(
+        !pipe.contains("publishing to"),
+        "progress in a pipe:\n{pipe}"
+    );
 }

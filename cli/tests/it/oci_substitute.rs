@@ -1,9 +1,11 @@
 //! Substituters end to end: the real `agentpack` binary, the fake GitHub on 127.0.0.1 and a real
 //! OCI registry (Debian's `docker-registry`). Machine A locks and syncs from GitHub and pushes its
 //! store paths; machine B (a fresh `AGENTPACK_HOME`) restores the same lock from the registry
-//! alone, GitHub stopped, and builds the same generation; a tree replaced in the registry under
-//! the same tag is refused naming the package, nothing of it is published, and GitHub serves the
-//! package instead; the same with an htpasswd registry.
+//! alone, GitHub stopped, and builds the same generation (so do `lock` and `env restore`); a tree
+//! replaced in the registry under the same tag is refused naming the package, nothing of it is
+//! published, and GitHub serves the package instead; a cache that lacks the packages warns once;
+//! the same with an htpasswd registry, and with a bearer-token registry (a token endpoint named by
+//! `WWW-Authenticate`) filled with docker config credentials, concurrently, and read anonymously.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure
 
@@ -179,6 +181,16 @@ fn machine_b_restores_the_lock_from_the_registry_alone_and_builds_the_same_gener
     let stderr = c.ok(None, &["lock", "-v"]);
     assert_eq!(stderr.matches("source: substituter").count(), 2, "{stderr}");
     assert_eq!(c.lock(), a.lock());
+    // `env restore` (frozen) on a fourth: the same generation from the registry alone.
+    let d = Machine::new(&[(
+        "AGENTPACK_SUBSTITUTERS",
+        registry.repository_url(CACHE).as_str(),
+    )]);
+    d.same_project_as(&a);
+    let stderr = d.ok(None, &["env", "restore", "-v"]);
+    assert_eq!(stderr.matches("source: substituter").count(), 2, "{stderr}");
+    assert_eq!(d.generation().file_name(), generation_a.file_name());
+    assert_eq!(d.lock(), a.lock());
 
     // The executable bit came through the registry: staged the same on both machines.
     let modes = |generation: &Path| -> Vec<u32> {
@@ -252,13 +264,85 @@ fn a_tree_replaced_under_the_same_tag_is_refused_naming_the_package_and_github_s
         1,
         "{stderr}"
     );
-    // beta came from the registry, alpha from GitHub.
+    // beta came from the registry, alpha from GitHub; -v says so for each.
     assert_eq!(stderr.matches("source: substituter").count(), 1, "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .any(|line| line.contains("source: GitHub") && line.contains("skills/alpha")),
+        "{stderr}"
+    );
     assert_eq!(downloads(&github), 1, "GitHub served alpha");
     assert_eq!(b.generation().file_name(), generation_a.file_name());
     // Nothing of the replaced tree reached the store.
     let evil_files = files_containing(&b.home.agentpack_home, "EVIL INSTRUCTIONS");
     assert!(evil_files.is_empty(), "{evil_files:?}");
+
+    // A cache that lacks both packages: one warning (the first miss), then GitHub serves both.
+    let empty = registry.repository_url("team/empty");
+    let e = Machine::new(&[("AGENTPACK_SUBSTITUTERS", empty.as_str())]);
+    e.same_project_as(&a);
+    github.reset_counters();
+    let stderr = e.ok(Some(&github), &["sync"]);
+    assert_eq!(
+        stderr
+            .matches(&format!(
+                "substituter {empty} has no copy of github.com/acme/skills/skills/"
+            ))
+            .count(),
+        1,
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("warning:").count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("agentpack store push {empty}")),
+        "{stderr}"
+    );
+    assert_eq!(downloads(&github), 1, "GitHub served both");
+    assert_eq!(e.generation().file_name(), generation_a.file_name());
+
+    // beta's layer blob overwritten in the registry's storage (same tag, same manifest, other
+    // bytes): the download fails its digest, the warning names beta, GitHub serves it.
+    let beta = lock.package("github.com/acme/skills/skills/beta").unwrap();
+    let beta_tag = identity_tag(beta.content_hash.as_ref().unwrap().as_str());
+    let manifest: serde_json::Value = serde_json::from_slice(&crate::oci_push::http_get(
+        &registry,
+        &format!("/v2/{CACHE}/manifests/{beta_tag}"),
+        "application/vnd.oci.image.manifest.v1+json",
+    ))
+    .unwrap();
+    let layer = manifest["layers"][0]["digest"].as_str().unwrap();
+    let hex = layer.strip_prefix("sha256:").unwrap();
+    let data = registry
+        .storage_dir()
+        .join("docker/registry/v2/blobs/sha256")
+        .join(&hex[..2])
+        .join(hex)
+        .join("data");
+    let original = std::fs::read(&data).unwrap();
+    let mut other = original.clone();
+    let last = other.len() - 1;
+    other[last] ^= 0xff;
+    std::fs::write(&data, &other).unwrap();
+    let f = Machine::new(&[(
+        "AGENTPACK_SUBSTITUTERS",
+        registry.repository_url(CACHE).as_str(),
+    )]);
+    f.same_project_as(&a);
+    github.reset_counters();
+    let stderr = f.ok(Some(&github), &["sync", "-v"]);
+    assert!(
+        stderr.contains("could not serve github.com/acme/skills/skills/beta"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("warning:").count(),
+        2,
+        "alpha's and beta's: {stderr}"
+    );
+    assert!(!stderr.contains("source: substituter"), "{stderr}");
+    assert_eq!(downloads(&github), 1, "GitHub served both");
+    assert_eq!(f.generation().file_name(), generation_a.file_name());
 }
 
 #[test]
@@ -307,9 +391,110 @@ fn an_htpasswd_registry_serves_with_credentials_and_without_them_falls_through_w
     );
     assert!(!stderr.contains("s3cret"), "{stderr}");
     assert_eq!(c.generation().file_name(), a.generation().file_name());
+    // The credentials were read, never written: no file of any machine holds the password.
+    for machine in [&a, &b, &c] {
+        let root = machine.home.home.parent().unwrap();
+        let written = files_containing(root, "s3cret");
+        assert!(written.is_empty(), "{written:?}");
+    }
     assert_eq!(
         downloads(&github),
         1,
         "one repository download for both packages"
     );
+}
+
+#[test]
+fn a_bearer_token_registry_is_filled_with_docker_config_credentials_and_read_anonymously() {
+    use agentpack_test_support::registry::TokenAuthProxy;
+    if !registry_available() {
+        return;
+    }
+    let registry = TestRegistry::start();
+    let proxy = TokenAuthProxy::start(&registry, "team", "s3cret", true);
+    let url = proxy.repository_url(CACHE);
+    let github = github_with_skills();
+
+    // Machine A: credentials only in ~/.docker/config.json (`auths`, base64 user:password).
+    let a = Machine::new(&[]);
+    std::fs::write(a.home.project.join("agentpack.toml"), MANIFEST).unwrap();
+    a.ok(Some(&github), &["lock"]);
+    a.ok(Some(&github), &["sync"]);
+    std::fs::create_dir_all(a.home.home.join(".docker")).unwrap();
+    std::fs::write(
+        a.home.home.join(".docker/config.json"),
+        format!(
+            "{{\"auths\":{{\"{}\":{{\"auth\":\"dGVhbTpzM2NyZXQ=\"}}}}}}",
+            proxy.registry()
+        ),
+    )
+    .unwrap();
+    // Blob calls held 150 ms each: concurrent transfers overlap.
+    proxy.set_blob_delay(std::time::Duration::from_millis(150));
+    a.ok(None, &["store", "push", &url]);
+    let log = proxy.requests();
+    assert!(
+        log.iter()
+            .any(|r| r.path.starts_with("/token") && r.auth == "basic"),
+        "the token endpoint of the challenge was asked with the docker config's credentials: {log:#?}"
+    );
+    assert!(
+        log.iter()
+            .filter(|r| r.answered.is_none())
+            .all(|r| r.auth == "bearer-push"),
+        "{log:#?}"
+    );
+    assert!(
+        log.iter()
+            .any(|r| r.answered.is_none() && (r.method == "PUT" || r.method == "POST")),
+        "{log:#?}"
+    );
+    assert!(
+        proxy.max_in_flight() >= 2,
+        "blob transfers run concurrently: {}",
+        proxy.max_in_flight()
+    );
+
+    // A second push asks (HEAD) and uploads nothing.
+    proxy.reset();
+    proxy.set_blob_delay(std::time::Duration::ZERO);
+    a.ok(None, &["store", "push", &url]);
+    let forwarded: Vec<String> = proxy
+        .requests()
+        .iter()
+        .filter(|r| r.answered.is_none())
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(!forwarded.is_empty());
+    assert!(
+        forwarded
+            .iter()
+            .all(|r| r.starts_with("HEAD ") || r.starts_with("GET ")),
+        "{forwarded:#?}"
+    );
+
+    // Machine B: no credentials, the fake GitHub stopped; the registry hands out a pull token.
+    let b = Machine::new(&[("AGENTPACK_SUBSTITUTERS", url.as_str())]);
+    b.same_project_as(&a);
+    drop(github);
+    proxy.reset();
+    let stderr = b.ok(None, &["sync", "-v"]);
+    assert_eq!(stderr.matches("source: substituter").count(), 2, "{stderr}");
+    assert_eq!(b.generation().file_name(), a.generation().file_name());
+    assert!(
+        proxy
+            .requests()
+            .iter()
+            .any(|r| r.path.starts_with("/token") && r.auth == "none"),
+        "{:#?}",
+        proxy.requests()
+    );
+    // Nothing wrote the credentials anywhere but where the user put them.
+    let root = a.home.home.parent().unwrap();
+    let written: Vec<PathBuf> = files_containing(root, "dGVhbTpzM2NyZXQ=")
+        .into_iter()
+        .chain(files_containing(root, "s3cret"))
+        .filter(|path| !path.ends_with(".docker/config.json"))
+        .collect();
+    assert!(written.is_empty(), "{written:?}");
 }

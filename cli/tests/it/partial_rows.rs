@@ -456,6 +456,68 @@ fn rollback_stays_selected_and_a_launch_uses_it() {
         .is_file());
 }
 
+/// With separate roots, the rollback's inputs are the definition's manifest and lock and the
+/// workspace's `./.agents/`: a change of the workspace's overlay ends it, as it does with one root.
+#[test]
+fn a_rollback_with_separate_roots_ends_when_the_workspaces_overlay_changes() {
+    let world = World::new();
+    world.skill_repo("one", "one");
+    world.skill_repo("two", "two");
+    world.init();
+    let checkout = tempfile::tempdir().unwrap();
+    let workspace = std::fs::canonicalize(checkout.path()).unwrap();
+    let definition = world.home.project.to_str().unwrap().to_owned();
+    let roots = |args: &[&str]| -> Vec<String> {
+        [
+            "--definition-root",
+            &definition,
+            "--workspace",
+            workspace.to_str().unwrap(),
+        ]
+        .iter()
+        .chain(args)
+        .map(|arg| arg.to_string())
+        .collect()
+    };
+    let run = |args: &[&str], env: &[(&str, &str)]| -> String {
+        let args = roots(args);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        world.ok_with(&args, env).1
+    };
+    run(&["add", "acme/one"], &[]);
+    let status: serde_json::Value = {
+        let args = roots(&["env", "status", "--json"]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        serde_json::from_str(&world.ok(&args).0).unwrap()
+    };
+    let pointer = PathBuf::from(status["staging_root"].as_str().unwrap()).join("modes/default");
+    let first = std::fs::read_link(&pointer).unwrap();
+    run(&["add", "acme/two"], &[]);
+    assert_ne!(std::fs::read_link(&pointer).unwrap(), first);
+    run(&["rollback"], &[]);
+    assert_eq!(std::fs::read_link(&pointer).unwrap(), first);
+
+    let claude = world.standin("claude", "CLAUDE_PATH");
+    let env = claude.env();
+    let said = run(&["claude"], &env);
+    assert!(said.contains("rolled back"), "{said}");
+    assert_eq!(std::fs::read_link(&pointer).unwrap(), first);
+
+    std::fs::create_dir_all(workspace.join(".agents/skills/mine")).unwrap();
+    std::fs::write(
+        workspace.join(".agents/skills/mine/SKILL.md"),
+        "---\nname: mine\ndescription: mine\n---\nMine.\n",
+    )
+    .unwrap();
+    let said = run(&["claude"], &env);
+    assert!(!said.contains("rolled back"), "{said}");
+    let now = std::fs::read_link(&pointer).unwrap();
+    assert_ne!(now, first, "the rollback ended with the workspace's change");
+    assert!(now
+        .join("plugins/agentpack-bundle/skills/mine/SKILL.md")
+        .is_file());
+}
+
 #[test]
 fn eject_output_never_becomes_an_input() {
     let world = World::new();

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use agentpack_test_support::users::{
-    du_bytes, require_test_users, set_mode, SharedTempDir, TestUser,
+    du_bytes, require_test_users, set_mode, SharedTempDir, TestUser, TestUsers,
 };
 use agentpack_test_support::write_in;
 
@@ -156,15 +156,10 @@ fn attempt(user: &TestUser, program: &str, args: &[&Path]) -> bool {
         .success()
 }
 
-#[test]
-fn two_users_share_a_store_and_neither_can_tamper_with_the_other() {
-    let Some(users) = require_test_users() else {
-        return;
-    };
-    let dir = SharedTempDir::new();
-    // The administrator's recipe: a group-owned AGENTPACK_HOME, setgid + sticky + group-writable,
-    // opened once by root so root owns every shared directory.
-    let shared = dir.path().join("shared");
+/// The administrator's recipe: a group-owned `AGENTPACK_HOME` (`dir/shared`), setgid + sticky +
+/// group-writable, opened once by root so root owns every shared directory; and A's and B's places.
+fn shared_home(dir: &Path, users: &TestUsers) -> (PathBuf, Places, Places) {
+    let shared = dir.join("shared");
     std::fs::create_dir_all(shared.join("cache/store")).unwrap();
     for path in [
         shared.clone(),
@@ -174,9 +169,19 @@ fn two_users_share_a_store_and_neither_can_tamper_with_the_other() {
         std::os::unix::fs::chown(&path, None, Some(users.gid)).unwrap();
         set_mode(&path, 0o3775);
     }
-    let a = Places::new(dir.path(), "a", &users.a, &shared);
-    let b = Places::new(dir.path(), "b", &users.b, &shared);
+    let a = Places::new(dir, "a", &users.a, &shared);
+    let b = Places::new(dir, "b", &users.b, &shared);
     ok(None, &a, &["store", "info"]);
+    (shared, a, b)
+}
+
+#[test]
+fn two_users_share_a_store_and_neither_can_tamper_with_the_other() {
+    let Some(users) = require_test_users() else {
+        return;
+    };
+    let dir = SharedTempDir::new();
+    let (shared, a, b) = shared_home(dir.path(), &users);
 
     for (user, places) in [(&users.a, &a), (&users.b, &b)] {
         ok(Some(user), places, &["init", "--name", "demo"]);
@@ -379,5 +384,306 @@ fn two_users_launch_codex_from_the_shared_fallback_directory() {
         if uid == users.a.uid || uid == users.b.uid {
             let _ = std::fs::remove_dir_all(entry.path());
         }
+    }
+}
+
+/// Defect 2 through objects B published legitimately and then changed in place (B owns them, so the
+/// sticky bit does not stop B): a package store path and its blobs holding the bytes of a package A
+/// adds later. A's sync and A's launcher never hand B's bytes to A's agent (A either builds from
+/// its own verified copy or refuses, naming B). Then the administrator's root `gc` (the documented
+/// whole-store collection) removes B's unused objects and keeps what A's private pointer selects.
+#[test]
+fn a_members_own_objects_changed_in_place_never_reach_another_member_and_root_gc_keeps_roots() {
+    let Some(users) = require_test_users() else {
+        return;
+    };
+    let dir = SharedTempDir::new();
+    let (shared, a, b) = shared_home(dir.path(), &users);
+    // One package directory both can read (root's, 0755/0644): the same bytes for both.
+    let common = dir.path().join("common-pkg");
+    write_in(
+        &common,
+        "SKILL.md",
+        "---\nname: common\ndescription: the shared skill\n---\nShared genuine.\n",
+    );
+    set_mode(&common, 0o755);
+    set_mode(&common.join("SKILL.md"), 0o644);
+    let common_arg = common.to_str().unwrap();
+    // The administrator works from a directory of its own (in a project, a repair also rebuilds
+    // that project).
+    let admin_top = dir.path().join("admin");
+    let admin = Places {
+        bin: a.bin.clone(),
+        home: admin_top.join("home"),
+        project: admin_top.join("work"),
+        staging: admin_top.join("staging"),
+        agentpack_home: shared.clone(),
+    };
+    for path in [&admin.home, &admin.project, &admin.staging] {
+        std::fs::create_dir_all(path).unwrap();
+    }
+
+    // B publishes it first, then changes its own store copy (and so its blob) in place.
+    ok(Some(&users.b), &b, &["init", "--name", "demo"]);
+    ok(Some(&users.b), &b, &["add", common_arg]);
+    ok(Some(&users.b), &b, &["add", "../pkg"]);
+    ok(Some(&users.b), &b, &["sync"]);
+    let v1 = shared.join("cache/store/v1");
+    let b_paths = store_paths_of(&v1, users.b.uid);
+    let mut changed = 0;
+    for path in &b_paths {
+        let skill = path.join("SKILL.md");
+        if std::fs::read_to_string(&skill).is_ok_and(|text| text.contains("Shared genuine.")) {
+            let script = format!(
+                "chmod u+w {dir} {skill} && printf -- '---\\nname: common\\ndescription: x\\n---\\nforged by b\\n' > {skill}",
+                dir = path.display(),
+                skill = skill.display()
+            );
+            assert!(
+                attempt(&users.b, "sh", &["-c".as_ref(), script.as_ref()]),
+                "B could not change its own {}",
+                skill.display()
+            );
+            changed += 1;
+        }
+    }
+    assert!(
+        changed >= 1,
+        "B's copy of the package was not found in {b_paths:?}"
+    );
+
+    // A adds the same package: A's staging and A's agent never see B's bytes.
+    ok(Some(&users.a), &a, &["init", "--name", "demo"]);
+    let added = run(Some(&users.a), &a, &["add", common_arg]);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&added.stdout),
+        String::from_utf8_lossy(&added.stderr)
+    );
+    println!("A's add:\n{said}");
+    if !added.status.success() {
+        // Refusing is allowed (a denial of service the administrator resolves), using B's bytes is
+        // not; the error itself (not only a warning before it) names B's path, its owner and the
+        // remedy.
+        let error = &said[said.find("error:").unwrap_or(0)..];
+        assert!(
+            error.contains("does not match its name")
+                && error.contains(&format!("uid {}", users.b.uid))
+                && error.contains("store verify --repair` as root"),
+            "A's add failed without naming B's changed path and the remedy:\n{said}"
+        );
+        // The remedy: the administrator repairs the store as root; then A's add goes ahead.
+        let repaired = run(None, &admin, &["store", "verify", "--repair"]);
+        println!(
+            "root's repair:\n{}{}",
+            String::from_utf8_lossy(&repaired.stdout),
+            String::from_utf8_lossy(&repaired.stderr)
+        );
+        ok(Some(&users.a), &a, &["add", common_arg]);
+    }
+    let forged_staged = std::process::Command::new("grep")
+        .args(["-RlI", "forged by b"])
+        .arg(&a.staging)
+        .output()
+        .unwrap();
+    assert!(
+        forged_staged.stdout.is_empty(),
+        "B's bytes are staged for A: {}",
+        String::from_utf8_lossy(&forged_staged.stdout)
+    );
+    let bin = a.home.join("bin");
+    let saw = a.home.join("claude-saw.txt");
+    write_in(
+        &bin,
+        "claude",
+        &format!(
+            "#!/bin/sh\ncat \"$2\"/skills/*/SKILL.md > {}\n",
+            saw.display()
+        ),
+    );
+    set_mode(&bin.join("claude"), 0o755);
+    chown_tree(&a.home, &users.a);
+    let claude = bin.join("claude");
+    // A launches Claude Code (a stand-in that records the skills it was given): A's bytes only.
+    let launch_and_check = || {
+        let launched = run_with(
+            Some(&users.a),
+            &a,
+            &["claude"],
+            &[("CLAUDE_PATH", claude.to_str().unwrap())],
+        );
+        assert!(
+            launched.status.success(),
+            "{}",
+            String::from_utf8_lossy(&launched.stderr)
+        );
+        let seen = std::fs::read_to_string(&saw).unwrap();
+        assert!(seen.contains("Shared genuine."), "A's agent saw: {seen}");
+        assert!(!seen.contains("forged"), "A's agent saw B's bytes: {seen}");
+    };
+    launch_and_check();
+    ok(Some(&users.a), &a, &["sync", "--verify-only"]);
+
+    // B drops its packages; B's own `pkg` copy is unused by anyone now.
+    ok(Some(&users.b), &b, &["remove", "common-pkg"]);
+    ok(Some(&users.b), &b, &["remove", "pkg"]);
+    ok(Some(&users.b), &b, &["sync"]);
+    let a_selected = std::fs::canonicalize(a.staging.join("modes/default")).unwrap();
+    let b_unused: Vec<PathBuf> = store_paths_of(&v1, users.b.uid)
+        .into_iter()
+        .filter(|p| {
+            p.to_string_lossy().ends_with("-pkg") && !p.to_string_lossy().ends_with("-common-pkg")
+        })
+        .collect();
+    assert_eq!(b_unused.len(), 1, "B's own package copy: {b_unused:?}");
+    // A's gc keeps B's history (and so B's old generation using that copy), and what it finds
+    // unused but cannot remove (B's blobs) it lists with their owner, counts none of it, and says
+    // who may remove it.
+    let out = run(
+        Some(&users.a),
+        &a,
+        &["gc", "--json", "--keep-generations", "1"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = json.get("data").unwrap_or(&json).clone();
+    for path in &b_unused {
+        assert!(path.is_dir(), "A's gc removed B's {}", path.display());
+    }
+    assert_eq!(
+        json["generations_pruned"], 0,
+        "A's gc pruned B's history: {json}"
+    );
+    let not_removed = json["not_removed"].as_array().unwrap();
+    assert!(!not_removed.is_empty(), "{json}");
+    for item in not_removed {
+        assert_eq!(item["owner"], users.b.uid, "{json}");
+        let path = Path::new(item["path"].as_str().unwrap());
+        assert!(
+            path.exists(),
+            "listed as not removed, but gone: {}",
+            path.display()
+        );
+    }
+    let b_names: Vec<String> = store_paths_of(&v1, users.b.uid)
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let removed = json["store_paths_removed"].as_array().unwrap();
+    assert!(
+        !removed
+            .iter()
+            .any(|name| b_names.iter().any(|b| Some(b.as_str()) == name.as_str())),
+        "A's gc counts B's paths as removed: {json}"
+    );
+    let warning = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        warning.contains(&format!("uid {}", users.b.uid)) && warning.contains("as root"),
+        "no remedy: {warning}"
+    );
+    // The administrator's gc judges every member's roots and prunes every history: B's copy goes.
+    let report = ok(None, &admin, &["gc", "--json", "--keep-generations", "1"]);
+    let json: serde_json::Value = serde_json::from_str(&report).unwrap();
+    let json = json.get("data").unwrap_or(&json);
+    println!("root's gc: {json}");
+    assert!(
+        json["not_removed"].as_array().unwrap().is_empty(),
+        "root could not remove: {report}"
+    );
+    assert!(
+        a_selected.is_dir(),
+        "root's gc removed what A's pointer selects"
+    );
+    for path in &b_unused {
+        assert!(
+            !path.exists(),
+            "root's gc kept B's unused {}",
+            path.display()
+        );
+    }
+    ok(Some(&users.a), &a, &["sync", "--verify-only"]);
+    launch_and_check();
+}
+
+/// The slot "create": B plants a cache slot under the key A's package will use (learned from an
+/// earlier sync of A's, the slot gone since), pointing at a store path of B's holding other bytes.
+/// A's next sync re-hashes what the slot selects against A's lock and never stages B's bytes: it
+/// either uses its own copy or refuses, naming the slot.
+#[test]
+fn a_slot_another_member_planted_is_never_used() {
+    let Some(users) = require_test_users() else {
+        return;
+    };
+    let dir = SharedTempDir::new();
+    let (shared, a, b) = shared_home(dir.path(), &users);
+    ok(Some(&users.a), &a, &["init", "--name", "demo"]);
+    ok(Some(&users.a), &a, &["add", "../pkg"]);
+    let lock = std::fs::read_to_string(a.project.join("pack.lock")).unwrap();
+    let key = lock
+        .lines()
+        .find_map(|line| line.strip_prefix("cache_key = \""))
+        .map(|rest| rest.trim_end_matches('"').to_owned())
+        .unwrap();
+    let slot = shared.join("cache").join(&key);
+    // A's slot goes (A removes its own, as gc of an unused path package would).
+    assert!(attempt(&users.a, "rm", &["-f".as_ref(), slot.as_ref()]));
+    // B's package with other bytes, and B's slot under A's key pointing at it.
+    ok(Some(&users.b), &b, &["init", "--name", "demo"]);
+    ok(Some(&users.b), &b, &["add", "../pkg"]);
+    let b_lock = std::fs::read_to_string(b.project.join("pack.lock")).unwrap();
+    let b_key = b_lock
+        .lines()
+        .find_map(|line| line.strip_prefix("cache_key = \""))
+        .map(|rest| rest.trim_end_matches('"').to_owned())
+        .unwrap();
+    let b_target = std::fs::read_link(shared.join("cache").join(&b_key)).unwrap();
+    assert!(attempt(
+        &users.b,
+        "ln",
+        &["-s".as_ref(), b_target.as_ref(), slot.as_ref()]
+    ));
+    assert_eq!(std::fs::symlink_metadata(&slot).unwrap().uid(), users.b.uid);
+
+    let synced = run(Some(&users.a), &a, &["sync"]);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&synced.stdout),
+        String::from_utf8_lossy(&synced.stderr)
+    );
+    println!("A's sync over B's slot:\n{said}");
+    let staged = std::process::Command::new("grep")
+        .args(["-RlI", "Genuine b."])
+        .arg(&a.staging)
+        .output()
+        .unwrap();
+    assert!(
+        staged.stdout.is_empty(),
+        "B's bytes are staged for A: {}",
+        String::from_utf8_lossy(&staged.stdout)
+    );
+    if synced.status.success() {
+        let genuine = std::process::Command::new("grep")
+            .args(["-RlI", "Genuine a."])
+            .arg(&a.staging)
+            .output()
+            .unwrap();
+        assert!(
+            !genuine.stdout.is_empty(),
+            "A's skill is not staged:\n{said}"
+        );
+        ok(Some(&users.a), &a, &["sync", "--verify-only"]);
+    } else {
+        // A denial of service the threat model allows, said as what it is: B's slot, B's uid.
+        assert!(
+            said.contains(&key)
+                && said.contains(&format!("uid {}", users.b.uid))
+                && said.contains("Ask its owner to remove it"),
+            "A's sync failed without naming the slot, its owner and the remedy:\n{said}"
+        );
+        assert!(!said.contains("group lacks write access"), "{said}");
     }
 }

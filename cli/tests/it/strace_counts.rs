@@ -22,6 +22,10 @@
 //! removed a store path with no good copy stages the project again over the handle it verified
 //! with: one store handle.
 //!
+//! A strict launch (`--strict-external claude`) that takes the fast path evaluates the contract
+//! over the project it discovered and the bytes the fast path read: `agentpack.toml` and
+//! `pack.lock` opened once each, and the newest probe receipt once.
+//!
 //! Needs `/usr/bin/strace` (or `strace` on PATH); without it the tests are skipped, except under
 //! `CI=true`, where a missing strace fails.
 
@@ -82,17 +86,31 @@ fn opens(trace: &str) -> Vec<(String, String)> {
 /// The `%file` trace of `agentpack <args>` in `iso`'s project; `None` (the test skips) when
 /// strace is missing or cannot trace here, which fails under `CI=true`.
 fn traced(iso: &IsolatedHome, args: &[&str]) -> Option<String> {
+    let mut command = agentpack(iso);
+    command.args(args);
+    let (trace, output) = traced_run(iso, &command)?;
+    assert!(
+        output.status.success(),
+        "{args:?} failed under strace: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(trace)
+}
+
+/// The `%file` trace of `command` (its program, arguments, environment and directory) and its
+/// output; `None` (the test skips) when strace is missing or cannot trace here, which fails under
+/// `CI=true`.
+fn traced_run(iso: &IsolatedHome, command: &Command) -> Option<(String, std::process::Output)> {
     let Some(strace) = strace() else {
         skip("strace is not installed (Debian: apt-get install strace)");
         return None;
     };
     let trace_file = iso.home.join("command.trace");
-    let command = agentpack(iso);
     let traced = Command::new(&strace)
         .args(["-f", "-qq", "-e", "trace=%file", "-o"])
         .arg(&trace_file)
         .arg(command.get_program())
-        .args(args)
+        .args(command.get_args())
         .env_clear()
         .envs(
             command
@@ -105,12 +123,12 @@ fn traced(iso: &IsolatedHome, args: &[&str]) -> Option<String> {
     if !traced.status.success() {
         let stderr = String::from_utf8_lossy(&traced.stderr);
         // A container without ptrace cannot trace: that is the machine, not agentpack.
-        let cannot_trace = stderr.contains("ptrace") || stderr.contains("Operation not permitted");
-        assert!(cannot_trace, "{args:?} failed under strace: {stderr}");
-        skip(format!("strace cannot trace here: {stderr}"));
-        return None;
+        if stderr.contains("ptrace") || stderr.contains("Operation not permitted") {
+            skip(format!("strace cannot trace here: {stderr}"));
+            return None;
+        }
     }
-    Some(std::fs::read_to_string(&trace_file).unwrap())
+    Some((std::fs::read_to_string(&trace_file).unwrap(), traced))
 }
 
 /// How often `trace` opens `path`, and how often it names the store's `CACHEDIR.TAG` (the store
@@ -315,5 +333,74 @@ fn store_verify_repair_stages_again_over_its_one_store_handle() {
     assert_eq!(
         restaged, "# rules of one\n",
         "the package was not staged again"
+    );
+}
+
+#[test]
+fn a_strict_fast_launch_reads_the_definition_the_lock_and_the_receipt_once() {
+    let iso = IsolatedHome::new();
+    let root = iso.project.parent().unwrap().to_path_buf();
+    let standin = root.join("bin/claude-standin");
+    write(&standin, &crate::strict_contract::probed_standin());
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&standin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mark = root.join("ran.txt");
+    package(&iso.project.join("pkg"), "demo-skill");
+    write(
+        &iso.project.join("agentpack.toml"),
+        "name = \"demo\"\nversion = \"0.1.0\"\n\n[dependencies]\n\"demo\" = { path = \"pkg\" }\n",
+    );
+    write(
+        &iso.project.join("contract.json"),
+        &crate::strict_contract::observed_contract().to_string(),
+    );
+    let strict = |args: &[&str]| {
+        let mut command = agentpack(&iso);
+        command
+            .env("CLAUDE_PATH", &standin)
+            .env("STANDIN_MARK", &mark)
+            .arg("--strict-external")
+            .args(args);
+        command
+    };
+    for args in [
+        &["sync"][..],
+        &["probe", "--agent", "claude", "--json"][..],
+        &["claude"][..],
+    ] {
+        let output = strict(args).output().unwrap();
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    std::fs::remove_file(&mark).unwrap();
+    // The traced launch: the fast path (the last one recorded it), the contract, the agent.
+    let Some((trace, traced)) = traced_run(&iso, &strict(&["-v", "claude"])) else {
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&traced.stderr);
+    assert!(traced.status.success(), "the strict launch: {stderr}");
+    assert!(mark.exists(), "the agent ran: {stderr}");
+    assert!(
+        stderr.contains("launch fast path: inputs unchanged"),
+        "the launch took the fast path: {stderr}"
+    );
+    let project = std::fs::canonicalize(&iso.project).unwrap();
+    let manifest = opened(&trace, &project.join("agentpack.toml"));
+    let lock = opened(&trace, &project.join("pack.lock"));
+    assert_eq!(manifest, 1, "agentpack.toml opened {manifest} times");
+    assert_eq!(lock, 1, "pack.lock opened {lock} times");
+    let receipts: Vec<String> = opens(&trace)
+        .into_iter()
+        .map(|(path, _)| path)
+        .filter(|path| path.contains("/probe-receipts/") && path.ends_with("-claude.json"))
+        .collect();
+    assert_eq!(
+        receipts.len(),
+        1,
+        "the receipt opened {} times: {receipts:#?}",
+        receipts.len()
     );
 }

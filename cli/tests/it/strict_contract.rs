@@ -336,7 +336,7 @@ fn an_invalid_inheritance_declaration_names_its_json_path() {
 
 /// A stand-in Claude Code that a probe can read (`plugin validate`, and the init event of a
 /// `-p hi` session listing `demo-skill` from the bundle) and that records a launch.
-fn probed_standin() -> String {
+pub(crate) fn probed_standin() -> String {
     let init = json!({"type": "system", "subtype": "init", "claude_code_version": "2.1.328",
         "skills": ["agentpack-bundle:demo-skill"], "slash_commands": [], "agents": []});
     let validated = json!({"success": true, "provides": {
@@ -347,7 +347,7 @@ fn probed_standin() -> String {
 }
 
 /// A requirement only a receipt answers: `demo-skill` observed in the workspace session.
-fn observed_contract() -> Value {
+pub(crate) fn observed_contract() -> Value {
     json!({
         "schema_version": 1,
         "requirements": [{

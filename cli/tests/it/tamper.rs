@@ -525,3 +525,121 @@ fn an_edit_in_place_never_damages_the_kept_snapshot_it_is_restored_from() {
         .unwrap()
         .contains("AGAIN"));
 }
+
+/// Defect 4 as filed: after an edit through a staged hard link into a path dependency's store
+/// copy, each of `store verify --repair`, `sync --repair` and a sync that builds a new generation
+/// leaves the source's hash in the lock and none of the injected bytes staged, and the checks pass
+/// only once that is so.
+#[test]
+fn every_repair_and_a_new_generation_undo_an_edit_of_a_path_dependencys_store_copy() {
+    for (case, commands) in [
+        (
+            "store verify --repair",
+            &[&["store", "verify", "--repair"][..], &["sync"]][..],
+        ),
+        ("sync --repair", &[&["sync", "--repair"][..]][..]),
+        ("new generation", &[&["sync"][..]][..]),
+    ] {
+        let home = project_with_path_package();
+        ok(&home, &["sync"]);
+        let before = content_hashes(&home);
+        let generation_before =
+            std::fs::read_link(home.staging_root.join("modes/default")).unwrap();
+        edit_in_place(&staged_skill(&home), "INJECTED\n");
+        if case == "new generation" {
+            add_other_by_hand(&home);
+        }
+        for args in commands {
+            ok(&home, args);
+        }
+        let hashes = content_hashes(&home);
+        assert!(
+            before.iter().all(|hash| hashes.contains(hash)),
+            "{case}: the lock moved from the source's hash: {before:?} -> {hashes:?}"
+        );
+        if case == "new generation" {
+            let generation = std::fs::read_link(home.staging_root.join("modes/default")).unwrap();
+            assert_ne!(generation, generation_before, "{case}: no new generation");
+        }
+        let staged = staged_files_holding(&home, "INJECTED");
+        assert!(
+            staged.is_empty(),
+            "{case}: the injected bytes are staged in {staged}"
+        );
+        ok(&home, &["sync", "--verify-only"]);
+        if case == "new generation" {
+            // The previous generation (kept in the history, no longer staged) still holds the
+            // edited inode: `store verify` names that generation, and only it, until repaired.
+            let output = run(&home, &["store", "verify"]);
+            let text = said(&output);
+            let current = std::fs::read_link(home.staging_root.join("modes/default")).unwrap();
+            let old_name = generation_before
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            let current_name = current.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                !output.status.success() && text.contains(&old_name),
+                "{case}: {text}"
+            );
+            assert!(
+                !text.contains(&current_name),
+                "{case}: the staged generation is damaged: {text}"
+            );
+            assert!(
+                !text.contains("-hello-skill: "),
+                "{case}: the package copy is damaged: {text}"
+            );
+            ok(&home, &["store", "verify", "--repair"]);
+        }
+        ok(&home, &["store", "verify"]);
+        ok(&home, &["sync", "--verify-only"]);
+    }
+}
+
+/// `rollback` never selects an older generation whose files were edited in place (through a hard
+/// link, before a newer generation was built): it refuses, names the files and the remedy, and
+/// leaves the pointer alone; after `store verify --repair` it goes back to the repaired bytes.
+#[test]
+fn rollback_refuses_a_generation_edited_in_place_until_it_is_repaired() {
+    let home = project_with_path_package();
+    ok(&home, &["sync"]);
+    let older = std::fs::read_link(home.staging_root.join("modes/default")).unwrap();
+    edit_in_place(&staged_skill(&home), "INJECTED\n");
+    add_other_by_hand(&home);
+    ok(&home, &["sync"]);
+    let newer = std::fs::read_link(home.staging_root.join("modes/default")).unwrap();
+    assert_ne!(newer, older);
+
+    let output = run(&home, &["rollback"]);
+    let text = said(&output);
+    assert!(!output.status.success(), "{text}");
+    assert!(
+        text.contains("was changed in place")
+            && text.contains("skills/hello-skill/SKILL.md")
+            && text.contains("agentpack store verify --repair"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_link(home.staging_root.join("modes/default")).unwrap(),
+        newer,
+        "the pointer moved"
+    );
+
+    ok(&home, &["store", "verify", "--repair"]);
+    ok(&home, &["rollback"]);
+    let staged = staged_files_holding(&home, "INJECTED");
+    assert!(staged.is_empty(), "the injected bytes are staged: {staged}");
+}
+
+/// The staged files of mode `default` (links followed, as the agents read them) holding `needle`,
+/// one a line; empty when none does.
+fn staged_files_holding(home: &IsolatedHome, needle: &str) -> String {
+    let found = std::process::Command::new("grep")
+        .args(["-RlI", needle])
+        .arg(home.staging_root.join("modes/default/"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&found.stdout).into_owned()
+}

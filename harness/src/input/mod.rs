@@ -14,7 +14,8 @@ pub mod lsp;
 pub mod mode_mcp;
 pub mod tree;
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
 use serde_json::Value;
@@ -125,6 +126,24 @@ pub fn load(inputs: &StageInputs) -> Result<Loaded, HarnessError> {
 /// The bytes of an unchanged input file, for [`crate::render::ReadSource`].
 pub fn read_source(path: &Path) -> Option<Vec<u8>> {
     fs_err::read(path).ok()
+}
+
+/// [`read_source`] for one render, each file read at most once: the collision checks compare a
+/// package's files with another's once in every agent's tree.
+#[derive(Debug, Default)]
+pub(crate) struct SourceReads(std::cell::RefCell<HashMap<PathBuf, Option<Vec<u8>>>>);
+
+impl SourceReads {
+    pub(crate) fn read(&self, path: &Path) -> Option<Vec<u8>> {
+        if let Some(bytes) = self.0.borrow().get(path) {
+            return bytes.clone();
+        }
+        let bytes = read_source(path);
+        self.0
+            .borrow_mut()
+            .insert(path.to_path_buf(), bytes.clone());
+        bytes
+    }
 }
 
 /// The name of a skill whose `SKILL.md` is at the package root, as staging names it: the

@@ -4,9 +4,12 @@
 //! links (never following a link) and drops paths the mode does not select. Everything after that is
 //! pure: [`PackageTree::resolve`] follows links inside the listing only, so a link that leaves the
 //! tree, names nothing or loops is reported as a [`LinkProblem`] and never read through.
+//! [`PackageTree::read_text`] reads each file once per listing: a plugin manifest is asked for its
+//! components, hooks, LSP and MCP servers by separate readers.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use crate::mode::PathFilter;
 use crate::HarnessError;
@@ -63,7 +66,27 @@ pub struct PackageTree {
     root: PathBuf,
     entries: BTreeMap<String, TreeEntry>,
     dirs: BTreeSet<String>,
+    texts: TextCache,
 }
+
+/// The texts read from one listing, by resolved path. Not part of what a tree is: two trees with
+/// the same listing are equal whatever each has read, and a clone starts empty.
+#[derive(Debug, Default)]
+struct TextCache(Mutex<BTreeMap<String, String>>);
+
+impl Clone for TextCache {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl PartialEq for TextCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for TextCache {}
 
 impl PackageTree {
     /// Lists `root`, keeping the paths `filter` selects.
@@ -131,6 +154,7 @@ impl PackageTree {
             root,
             entries,
             dirs,
+            texts: TextCache::default(),
         }
     }
 
@@ -307,10 +331,20 @@ impl PackageTree {
         }
     }
 
-    /// Reads a resolved file as text (lossy UTF-8).
+    /// Reads a resolved file as text (lossy UTF-8), from the disk the first time it is asked for.
     pub fn read_text(&self, resolved: &str) -> Result<String, HarnessError> {
+        let mut texts = self
+            .texts
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(text) = texts.get(resolved) {
+            return Ok(text.clone());
+        }
         let bytes = fs_err::read(self.absolute(resolved)).map_err(HarnessError::io)?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        texts.insert(resolved.to_string(), text.clone());
+        Ok(text)
     }
 }
 

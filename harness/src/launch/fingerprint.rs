@@ -14,7 +14,8 @@
 //! permission bits, size and modification time (the documented "Launches that skip the sync"
 //! contract). The launcher and `sync` record it after a full sync and compare it on the next run;
 //! any difference sends the command through a full sync. Reading metadata (and the manifest, the
-//! lock and the [`ExtraInputs::files`]) is the only I/O.
+//! lock and the [`ExtraInputs::files`]) is the only I/O; a caller that already read the manifest and
+//! the lock passes their bytes ([`ReadFiles`]) and they are not read again.
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -51,18 +52,30 @@ pub struct ExtraInputs {
     pub files: Vec<PathBuf>,
 }
 
+/// The manifest's and the lock's bytes as the caller read them (`lock: None`: no lock, or one that
+/// could not be read, which a read by path would count as missing too).
+#[derive(Debug, Clone, Copy)]
+pub struct ReadFiles<'a> {
+    pub manifest: &'a [u8],
+    pub lock: Option<&'a [u8]>,
+}
+
 fn field(hasher: &mut Sha256, bytes: &[u8]) {
     hasher.update((bytes.len() as u64).to_le_bytes());
     hasher.update(bytes);
 }
 
 fn file_bytes(hasher: &mut Sha256, path: &Path) {
-    match fs::read(path) {
-        Ok(bytes) => {
+    present_bytes(hasher, fs::read(path).ok().as_deref());
+}
+
+fn present_bytes(hasher: &mut Sha256, bytes: Option<&[u8]>) {
+    match bytes {
+        Some(bytes) => {
             field(hasher, b"present");
-            field(hasher, &bytes);
+            field(hasher, bytes);
         }
-        Err(_) => field(hasher, b"missing"),
+        None => field(hasher, b"missing"),
     }
 }
 
@@ -333,7 +346,18 @@ pub fn compute(inputs: &FingerprintInputs) -> String {
 
 /// Computes the fingerprint of `inputs` and `extra` (lowercase hex SHA-256).
 pub fn compute_extended(inputs: &FingerprintInputs, extra: &ExtraInputs) -> String {
-    digest(inputs, extra, None)
+    digest(inputs, extra, None, None)
+}
+
+/// [`compute_extended`] over the manifest's and the lock's bytes in `read` (the files at
+/// [`FingerprintInputs::manifest`] and [`FingerprintInputs::lock`] are not read): the same digest
+/// as [`compute_extended`] when they are those files' bytes.
+pub fn compute_over(
+    inputs: &FingerprintInputs,
+    extra: &ExtraInputs,
+    read: ReadFiles<'_>,
+) -> String {
+    digest(inputs, extra, None, Some(read))
 }
 
 /// [`compute_extended`], listing a source directory again only when it differs from its listing
@@ -363,7 +387,7 @@ fn compute_with_listings_before(
         next: Listings::default(),
         trusted_before,
     };
-    let fingerprint = digest(inputs, extra, Some(&mut cache));
+    let fingerprint = digest(inputs, extra, Some(&mut cache), None);
     (fingerprint, cache.next)
 }
 
@@ -371,6 +395,7 @@ fn digest(
     inputs: &FingerprintInputs,
     extra: &ExtraInputs,
     mut listings: Option<&mut ListingCache<'_>>,
+    read: Option<ReadFiles<'_>>,
 ) -> String {
     let mut hasher = Sha256::new();
     field(&mut hasher, b"agentpack-launch-fingerprint-v3");
@@ -382,8 +407,16 @@ fn digest(
     for toggle in &inputs.toggles {
         field(&mut hasher, toggle.as_bytes());
     }
-    file_bytes(&mut hasher, &inputs.manifest);
-    file_bytes(&mut hasher, &inputs.lock);
+    match read {
+        Some(read) => {
+            present_bytes(&mut hasher, Some(read.manifest));
+            present_bytes(&mut hasher, read.lock);
+        }
+        None => {
+            file_bytes(&mut hasher, &inputs.manifest);
+            file_bytes(&mut hasher, &inputs.lock);
+        }
+    }
     match &inputs.overlay {
         Some(overlay) => tree_metadata(&mut hasher, overlay, Cover::Overlay, None),
         None => field(&mut hasher, b"no overlay"),
@@ -458,6 +491,34 @@ mod tests {
         assert_ne!(changed, added);
         fs::write(root.join("pack.lock"), "lockfile_version = 4\n").unwrap();
         assert_ne!(added, compute(&inputs));
+    }
+
+    #[test]
+    fn bytes_already_read_give_the_digest_of_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::write(root.join("agentpack.toml"), "[dependencies]\n").unwrap();
+        let (inputs, extra) = bare_sync_inputs(root, vec![]);
+        let read = |manifest: &'static [u8], lock| ReadFiles { manifest, lock };
+        let plain = compute_extended(&inputs, &extra);
+        assert_eq!(
+            plain,
+            compute_over(&inputs, &extra, read(b"[dependencies]\n", None))
+        );
+        assert_ne!(
+            plain,
+            compute_over(&inputs, &extra, read(b"[dependencies]\n", Some(b"")))
+        );
+        assert_ne!(plain, compute_over(&inputs, &extra, read(b"", None)));
+        fs::write(root.join("pack.lock"), "lockfile_version = 3\n").unwrap();
+        assert_eq!(
+            compute_extended(&inputs, &extra),
+            compute_over(
+                &inputs,
+                &extra,
+                read(b"[dependencies]\n", Some(b"lockfile_version = 3\n"))
+            )
+        );
     }
 
     /// A bare sync's inputs under `root`: its manifest and lock, the source directory `src`, eject's

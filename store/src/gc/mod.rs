@@ -409,9 +409,11 @@ pub fn gc(store: &Store, options: GcOptions) -> Result<GcReport> {
     // The records of the paths that went are dropped below, with the roots recorded.
     records.finish(Some(&all_paths));
 
-    // Sweep blobs.
+    // Sweep blobs. What is left of the listing is what the stamp sweep keeps stamps of.
+    let mut present_blobs: HashSet<String> = HashSet::new();
     for (blob, file_name) in store.blob_files()? {
         if live_blobs.contains(&file_name) {
+            present_blobs.insert(file_name);
             continue;
         }
         let Ok(meta) = std::fs::symlink_metadata(&blob) else {
@@ -430,13 +432,15 @@ pub fn gc(store: &Store, options: GcOptions) -> Result<GcReport> {
                 }
             } else if sweep.remove_file("blob", &blob) {
                 sweep.report.blobs_removed += 1;
+                continue;
             }
         }
+        present_blobs.insert(file_name);
     }
 
     // The stamps of blobs that are gone (a cache of each user's checks, see `publish`).
     if !dry {
-        sweep_stamps(store, &mut sweep);
+        sweep_stamps(store, &mut sweep, &present_blobs);
     }
 
     // Leftovers in .tmp (dead builds; live ones hold their lock) and orphaned metadata.

@@ -10,7 +10,7 @@ use super::*;
 use crate::error::Result;
 use crate::fsutil;
 use crate::publish::STAMPS;
-use crate::store::{Store, BLOBS};
+use crate::store::Store;
 
 /// Removes (or, dry, counts) what GC decided to remove, honouring ownership: only the owner of an entry
 /// (or root) removes it, everything else is listed in `not_removed`, and nothing is counted that did
@@ -102,28 +102,28 @@ impl Sweeper<'_> {
 /// Drops this user's stamp table lines of blobs that are gone, and removes every per-blob stamp of
 /// the earlier layout (`stamps/<uid>/<2hex>/<blob>`) this user can reach whose blob is gone:
 /// those of the blobs this GC deleted and any a killed run left, through the sweeper (counted in
-/// `bytes_freed` like every removal, a failure reported). A stamp left behind costs nothing but a
-/// file (a new blob of that name has another inode, so the stale stamp only makes its first link
-/// re-hash it). Another user's stamps sit in their 0700 directory: theirs (or root's) to collect.
-/// Stamp temp files (`.stamp-*`) are left alone.
-pub(super) fn sweep_stamps(store: &Store, sweep: &mut Sweeper<'_>) {
+/// `bytes_freed` like every removal, a failure reported). `present` names the blob files left in
+/// `blobs/` (GC's listing less what it removed): no blob is looked up again. A stamp left behind
+/// costs nothing but a file (a new blob of that name has another inode, so the stale stamp only
+/// makes its first link re-hash it). Another user's stamps sit in their 0700 directory: theirs (or
+/// root's) to collect. Stamp temp files (`.stamp-*`) are left alone.
+pub(super) fn sweep_stamps(store: &Store, sweep: &mut Sweeper<'_>, present: &HashSet<String>) {
     // This user's stamp table (`crate::stamps`): rewritten without the blobs that are gone.
-    sweep.report.bytes_freed += store.forget_stamps_of_missing_blobs();
-    let blobs = store.dir.join(BLOBS);
+    sweep.report.bytes_freed += store.forget_stamps_of_missing_blobs(present);
     let readable = |dir: &Path| std::fs::read_dir(dir).into_iter().flatten().flatten();
     for user in readable(&store.dir.join(STAMPS)) {
         for shard in readable(&user.path()) {
+            let shard_name = shard.file_name();
             for entry in readable(&shard.path()) {
                 let name = entry.file_name();
-                if name.to_string_lossy().starts_with('.') {
+                let name = name.to_string_lossy();
+                if name.starts_with('.') {
                     continue;
                 }
-                let blob = blobs.join(shard.file_name()).join(&name);
-                let gone = matches!(
-                    std::fs::symlink_metadata(&blob),
-                    Err(error) if error.kind() == std::io::ErrorKind::NotFound
-                );
-                if gone {
+                // A blob lives in the shard named by its first two characters.
+                let kept = name.as_bytes().get(..2) == Some(shard_name.as_encoded_bytes())
+                    && present.contains(name.as_ref());
+                if !kept {
                     sweep.remove_file("blob stamp", &entry.path());
                 }
             }

@@ -6,6 +6,7 @@
 //! fallback warning. Must never make a blob visible under its final name before its bytes are
 //! complete and hashed, and never publish store paths (the sibling modules do).
 
+use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -123,7 +124,7 @@ impl Store {
 
     /// This handle's stamp state, the user's table read into it first if it was not yet.
     fn loaded_stamps(&self) -> Option<std::sync::MutexGuard<'_, crate::stamps::StampState>> {
-        let mut state = self.link_caches.stamps.lock().ok()?;
+        let mut state = self.link_caches.stamps()?;
         if state.table.is_none() {
             let table = self
                 .dir
@@ -164,7 +165,7 @@ impl Store {
         if self.read_only {
             return;
         }
-        let Ok(mut state) = self.link_caches.stamps.lock() else {
+        let Some(mut state) = self.link_caches.stamps() else {
             return;
         };
         if state.dirty.is_empty() {
@@ -185,10 +186,11 @@ impl Store {
         let _ = state.append_dirty();
     }
 
-    /// Drops from this user's stamp table the stamps of blobs that are gone (GC, after its sweep),
-    /// rewriting the table once when any went; returns the bytes the filesystem allocates less for
-    /// it afterwards.
-    pub(crate) fn forget_stamps_of_missing_blobs(&self) -> u64 {
+    /// Drops from this user's stamp table the stamps of blobs that are gone (GC, after its sweep):
+    /// `present` names every blob file left in `blobs/` (GC's own listing less what it removed, so
+    /// no blob is looked up again), and the table is rewritten once when any stamp went; returns
+    /// the bytes the filesystem allocates less for it afterwards.
+    pub(crate) fn forget_stamps_of_missing_blobs(&self, present: &HashSet<String>) -> u64 {
         use std::os::unix::fs::MetadataExt as _;
         if self.read_only {
             return 0;
@@ -201,13 +203,7 @@ impl Store {
         };
         let allocated =
             |path: &Path| std::fs::symlink_metadata(path).map_or(0, |meta| meta.blocks() * 512);
-        let blobs = self.dir.join(crate::store::BLOBS);
-        let before = state.stamps.len();
-        state.stamps.retain(|name, _| {
-            name.get(..2)
-                .is_some_and(|shard| blobs.join(shard).join(name).is_file())
-        });
-        if state.stamps.len() == before || !table.is_file() {
+        if !state.retain_present(present) || !table.is_file() {
             return 0;
         }
         let was = allocated(&table);

@@ -55,6 +55,55 @@ impl PlannedFile {
     }
 }
 
+/// An input-addressed store path staged by [`Store::stage_built`], waiting for
+/// [`Store::place_built`]: either already published under its name, or sealed under a hidden name
+/// with its metadata beside it. Dropped unplaced, the hidden tree and the build directory are
+/// removed and the store lock it holds is released.
+pub struct StagedBuilt {
+    name: StorePathName,
+    state: Staging,
+}
+
+/// Where a [`StagedBuilt`] is.
+enum Staging {
+    /// Already published under its name (the build was not run).
+    Existing(StorePath),
+    /// Sealed under a hidden name, waiting for its flush.
+    Pending(Box<PendingBuilt>),
+}
+
+impl StagedBuilt {
+    /// The store path name it gets.
+    pub fn name(&self) -> &StorePathName {
+        &self.name
+    }
+}
+
+impl std::fmt::Debug for StagedBuilt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StagedBuilt")
+            .field("name", &self.name)
+            .field("existing", &matches!(self.state, Staging::Existing(_)))
+            .finish()
+    }
+}
+
+/// A staged tree, its build directory (locked) and the store lock held until it is placed.
+struct PendingBuilt {
+    staged: Option<Staged>,
+    base: PathBuf,
+    /// The ticket of the first flush that covers it ([`FlushCount`]).
+    ticket: u64,
+    _build_lock: std::fs::File,
+    _store_lock: Option<crate::lock::FileLock>,
+}
+
+impl Drop for PendingBuilt {
+    fn drop(&mut self) {
+        let _ = fsutil::remove_tree(&self.base);
+    }
+}
+
 /// Check every planned path; return the directories to create (parents first) and the plan order.
 pub(super) fn validate_plan(plan: &[PlannedFile]) -> Result<(Vec<String>, Vec<usize>)> {
     let mut files = std::collections::BTreeSet::new();
@@ -147,7 +196,8 @@ impl Store {
     /// Publish an input-addressed store path called `name`, written by `build(out_dir, final_path)`.
     /// The final path is known before the build, so content may embed it. If `name` is already
     /// published, `build` is not called. Files are deduplicated into blobs afterwards; `references`
-    /// are kept alive by GC as long as this path is.
+    /// are kept alive by GC as long as this path is. [`Store::stage_built`] then
+    /// [`Store::place_built`].
     pub fn publish_built<F>(
         &self,
         name: &StorePathName,
@@ -160,29 +210,110 @@ impl Store {
             &Path,
         ) -> std::result::Result<(), Box<dyn std::error::Error + Send + Sync>>,
     {
-        let _lock = self.lock(LockKind::Shared)?;
-        if let Some(existing) = self.usable_input_addressed(name)? {
-            self.add_temp_root(&existing)?;
-            return Ok(existing);
-        }
-        let (base, _build_lock) = self.new_build_dir("built-")?;
-        let out = base.join("out");
+        let staged = self.stage_built(name, references, build)?;
+        self.place_built(staged)
+    }
+
+    /// [`Store::publish_built`] up to the flush: the tree is built, sealed and moved under a hidden
+    /// name, its metadata written, and nothing gets its final name. [`Store::place_built`] names it
+    /// after the first flush that starts once it is staged, so a path staged before a batch of
+    /// packages ([`Store::publish_trees`]) and placed after it costs no flush of its own (a
+    /// repository snapshot kept by the same command). The returned value holds the store lock
+    /// (shared) until it is placed or dropped: keep it briefly. Dropped unplaced, the hidden tree
+    /// is removed; a crash leaves only a hidden leftover that GC removes.
+    pub fn stage_built<F>(
+        &self,
+        name: &StorePathName,
+        references: &[StorePath],
+        build: F,
+    ) -> Result<StagedBuilt>
+    where
+        F: FnOnce(
+            &Path,
+            &Path,
+        ) -> std::result::Result<(), Box<dyn std::error::Error + Send + Sync>>,
+    {
         let final_path = self.path_of(name);
-        let result = (|| {
-            fs_err::create_dir(&out).ctx("create", &out)?;
-            build(&out, &final_path).map_err(|source| StoreError::Build {
+        self.stage_input_addressed(name, PathKind::Built, references, "built-", |out| {
+            build(out, &final_path).map_err(|source| StoreError::Build {
                 name: name.to_string(),
                 source,
             })?;
-            let entries = self.absorb_tree(&out)?;
-            let meta = new_meta(name, PathKind::Built, None, references, entries);
-            self.commit(&base, &out, name, meta)
-        })();
-        let _ = fsutil::remove_tree(&base);
-        self.flush_stamps();
-        let path = result?;
+            self.absorb_tree(out)
+        })
+    }
+
+    /// Give a [`Store::stage_built`] path its final name (registered as a temp root): without a
+    /// flush when one started after it was staged and has returned (this handle's, e.g. a package
+    /// batch's), else after one of its own. A name that was already published is returned as is.
+    pub fn place_built(&self, staged: StagedBuilt) -> Result<StorePath> {
+        let mut pending = match staged.state {
+            Staging::Existing(existing) => {
+                self.add_temp_root(&existing)?;
+                return Ok(existing);
+            }
+            Staging::Pending(pending) => pending,
+        };
+        let tree = pending
+            .staged
+            .take()
+            .ok_or_else(|| StoreError::InvalidPath {
+                path: staged.name.to_string(),
+                reason: "a staged store path holds no tree",
+            })?;
+        if !self.flushes.covers(pending.ticket) {
+            self.flush_batch()?;
+        }
+        let path = self.place(tree)?;
+        self.sync_placed()?;
+        // Still under the store lock `pending` holds: no GC between the rename and the root.
         self.add_temp_root(&path)?;
+        drop(pending);
         Ok(path)
+    }
+
+    /// The shared part of [`Store::stage_built`] and [`Store::publish_files`]: under the store lock
+    /// (shared), `name` as it is when already published (and usable), else `fill` writes the tree
+    /// into a new `out` directory of a `.tmp/` build directory and returns its manifest, which is
+    /// staged ([`Store::stage`]) with metadata of `kind`.
+    fn stage_input_addressed(
+        &self,
+        name: &StorePathName,
+        kind: PathKind,
+        references: &[StorePath],
+        prefix: &str,
+        fill: impl FnOnce(&Path) -> Result<Vec<Entry>>,
+    ) -> Result<StagedBuilt> {
+        let store_lock = self.lock(LockKind::Shared)?;
+        if let Some(existing) = self.usable_input_addressed(name)? {
+            return Ok(StagedBuilt {
+                name: name.clone(),
+                state: Staging::Existing(existing),
+            });
+        }
+        let (base, build_lock) = self.new_build_dir(prefix)?;
+        let out = base.join("out");
+        let staged = (|| {
+            fs_err::create_dir(&out).ctx("create", &out)?;
+            let entries = fill(&out)?;
+            let meta = new_meta(name, kind, None, references, entries);
+            self.stage(&base, &out, name.clone(), meta)
+        })();
+        self.flush_stamps();
+        // Read once the tree is sealed and hidden: the flush that takes this ticket or a later
+        // one covers it. On an error, dropping `pending` removes the build directory.
+        let mut pending = PendingBuilt {
+            staged: None,
+            base,
+            ticket: self.flushes.next(),
+            _build_lock: build_lock,
+            _store_lock: store_lock,
+        };
+        pending.staged = Some(staged?);
+        Ok(StagedBuilt {
+            name: name.clone(),
+            state: Staging::Pending(Box::new(pending)),
+        })
     }
 
     /// Turn the files a builder wrote in `out` into blob links; returns the manifest.
@@ -229,35 +360,23 @@ impl Store {
     ) -> Result<StorePath> {
         let (dirs, mut order) = validate_plan(plan)?;
         order.sort_by(|&a, &b| plan[a].path.as_bytes().cmp(plan[b].path.as_bytes()));
-        let _lock = self.lock(LockKind::Shared)?;
-        if let Some(existing) = self.usable_input_addressed(name)? {
-            self.add_temp_root(&existing)?;
-            return Ok(existing);
-        }
-        let (base, _build_lock) = self.new_build_dir("files-")?;
-        let out = base.join("out");
-        let result = (|| {
-            fs_err::create_dir(&out).ctx("create", &out)?;
-            let mut entries = Vec::new();
-            for dir in &dirs {
-                let path = out.join(dir);
-                fs_err::create_dir(&path).ctx("create", &path)?;
-                entries.push(Entry::Dir { path: dir.clone() });
-            }
-            let file_entries: Vec<Entry> = order
-                .par_iter()
-                .map(|&index| self.place_planned(&plan[index], &out.join(&plan[index].path)))
-                .collect::<Result<_>>()?;
-            entries.extend(file_entries);
-            sort_entries(&mut entries);
-            let meta = new_meta(name, PathKind::Files, None, references, entries);
-            self.commit(&base, &out, name, meta)
-        })();
-        let _ = fsutil::remove_tree(&base);
-        self.flush_stamps();
-        let path = result?;
-        self.add_temp_root(&path)?;
-        Ok(path)
+        let staged =
+            self.stage_input_addressed(name, PathKind::Files, references, "files-", |out| {
+                let mut entries = Vec::new();
+                for dir in &dirs {
+                    let path = out.join(dir);
+                    fs_err::create_dir(&path).ctx("create", &path)?;
+                    entries.push(Entry::Dir { path: dir.clone() });
+                }
+                let file_entries: Vec<Entry> = order
+                    .par_iter()
+                    .map(|&index| self.place_planned(&plan[index], &out.join(&plan[index].path)))
+                    .collect::<Result<_>>()?;
+                entries.extend(file_entries);
+                sort_entries(&mut entries);
+                Ok(entries)
+            })?;
+        self.place_built(staged)
     }
 
     pub(super) fn place_planned(&self, planned: &PlannedFile, dst: &Path) -> Result<Entry> {
@@ -395,5 +514,52 @@ impl Store {
             Entry::File { blob: None, .. } => Some((BlobId::of(b""), 0)),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code: a panic is a failure
+
+    use super::*;
+    use crate::StoreOptions;
+
+    fn started(store: &Store) -> u64 {
+        store.flushes.next()
+    }
+
+    #[test]
+    fn a_path_staged_before_a_batch_is_placed_without_a_flush_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("cache"), StoreOptions::default()).unwrap();
+        let stage = |inputs: &[u8]| {
+            let name = StorePathName::from_inputs(inputs, "snapshot");
+            store
+                .stage_built(&name, &[], |out, _| {
+                    std::fs::write(out.join("tree.tar.gz"), inputs)?;
+                    Ok(())
+                })
+                .unwrap()
+        };
+        // Alone: placing it flushes once.
+        let alone = stage(b"alone");
+        let before = started(&store);
+        store.place_built(alone).unwrap();
+        assert_eq!(started(&store), before + 1);
+        // Staged, then a batch flushes: placing it needs no flush.
+        let kept = stage(b"kept");
+        let src = dir.path().join("pkg");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(src.join("SKILL.md"), "skill").unwrap();
+        store
+            .publish_trees(&[crate::PackageTree::new(&src, "pkg", None)])
+            .unwrap();
+        let after_batch = started(&store);
+        store.place_built(kept).unwrap();
+        assert_eq!(started(&store), after_batch, "no flush of its own");
+        // Staged after that flush: not covered by it.
+        let late = stage(b"late");
+        store.place_built(late).unwrap();
+        assert_eq!(started(&store), after_batch + 1);
     }
 }

@@ -6,7 +6,9 @@
 //! blobs, make the tree read-only, one flush (syncfs) per batch, write the metadata, `rename(2)` into
 //! place (a lost race is success: same name, same content), fsync the directories once per batch,
 //! register a temp root. A batch ([`Store::publish_trees`]) publishes many package trees with one
-//! flush; each store path is still renamed into place on its own, complete. Nothing is
+//! flush; each store path is still renamed into place on its own, complete. An input-addressed path
+//! staged with [`Store::stage_built`] before a batch and placed ([`Store::place_built`]) after it
+//! shares the batch's flush (each handle counts its flushes, [`FlushCount`]). Nothing is
 //! ever visible under a final name half-written: blobs are linked into place complete, store paths are
 //! renamed complete. A package is published only after its tree hash matches the expected one.
 //!
@@ -16,6 +18,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
@@ -31,7 +34,7 @@ mod built;
 mod package;
 
 pub(crate) use blob::{blake3_file, file_mode, STAMPS};
-pub use built::{PlannedFile, Source};
+pub use built::{PlannedFile, Source, StagedBuilt};
 pub use package::PackageTree;
 
 /// Prefix of a tree being published, sealed in the store directory before its final rename.
@@ -55,6 +58,29 @@ fn utf8_target(target: &Path, link: &Path) -> Result<String> {
         })
 }
 
+/// The flushes ([`Store::flush_batch`]) a store handle made: a tree staged while `started` read
+/// `n` is on disk once `completed` exceeds `n` (a flush that started after it was staged has
+/// returned), so it can be placed without a flush of its own. In-process knowledge only.
+#[derive(Debug, Default)]
+pub(crate) struct FlushCount {
+    /// Flushes started (each takes the next ticket).
+    started: AtomicU64,
+    /// One more than the highest ticket of a flush that returned.
+    completed: AtomicU64,
+}
+
+impl FlushCount {
+    /// The ticket the next flush will take: what a tree staged now waits for.
+    fn next(&self) -> u64 {
+        self.started.load(Ordering::SeqCst)
+    }
+
+    /// Whether a flush that took `ticket` or a later one has returned.
+    fn covers(&self, ticket: u64) -> bool {
+        self.completed.load(Ordering::SeqCst) > ticket
+    }
+}
+
 /// A tree sealed under a hidden name in the store directory, its metadata written beside its build
 /// directory, waiting for the flush of its batch before [`Store::place`] gives both their final names.
 /// Dropped unplaced (an error elsewhere in the batch), the hidden tree is removed.
@@ -75,23 +101,6 @@ impl Drop for Staged {
 }
 
 impl Store {
-    /// Make `out` read-only, flush, publish the metadata, then rename the tree to its final name: a
-    /// batch of one ([`Store::stage`], [`Store::flush_batch`], [`Store::place`],
-    /// [`Store::sync_placed`]).
-    fn commit(
-        &self,
-        base: &Path,
-        out: &Path,
-        name: &StorePathName,
-        meta: StorePathMeta,
-    ) -> Result<StorePath> {
-        let staged = self.stage(base, out, name.clone(), meta)?;
-        self.flush_batch()?;
-        let path = self.place(staged)?;
-        self.sync_placed()?;
-        Ok(path)
-    }
-
     /// Seal the tree built at `out` and write its metadata into `base`, ready for the flush of its
     /// batch. Nothing gets a final name here.
     ///
@@ -126,11 +135,16 @@ impl Store {
     }
 
     /// The one flush of a batch: every staged tree and its metadata reach the disk before any of
-    /// them is placed.
+    /// them is placed. Counted in [`FlushCount`]: a tree staged before it started (an
+    /// input-addressed path of [`Store::stage_built`]) is on disk once it returns.
     pub(crate) fn flush_batch(&self) -> Result<()> {
+        let ticket = self.flushes.started.fetch_add(1, Ordering::SeqCst);
         if self.flush {
             fsutil::flush_filesystem(&self.dir)?;
         }
+        self.flushes
+            .completed
+            .fetch_max(ticket + 1, Ordering::SeqCst);
         Ok(())
     }
 

@@ -50,8 +50,9 @@ enum Built {
 }
 
 impl Store {
-    /// A package another user published is re-hashed before this handle first uses it: its name says
-    /// which tree hash it must have.
+    /// A package another user published is re-hashed before this user first uses it (its name says
+    /// which tree hash it must have), and again whenever its tree's inodes changed since this user
+    /// last verified it ([`crate::tree_stamps`]).
     pub(super) fn verify_foreign_package(
         &self,
         existing: &StorePath,
@@ -65,6 +66,22 @@ impl Store {
         {
             return Ok(());
         }
+        let user_dir = self
+            .dir
+            .join(super::blob::STAMPS)
+            .join(fsutil::euid().to_string());
+        // Taken before the content is read: a change while it is hashed shows next time.
+        let stamp = crate::tree_stamps::tree_stamp(existing.path());
+        if stamp
+            .as_ref()
+            .is_some_and(|stamp| self.tree_stamps.matches(&user_dir, existing.name(), stamp))
+        {
+            if let Ok(mut verified) = self.verified.lock() {
+                verified.insert(existing.name().clone());
+            }
+            return Ok(());
+        }
+        tracing::debug!(path = %existing.path().display(), "re-hashing a store path another user published");
         let actual = hash_tree(existing.path())?;
         if actual != *expected {
             return Err(StoreError::TamperedObject {
@@ -73,6 +90,9 @@ impl Store {
                 owner: fsutil::owner_of(existing.path()),
                 detail: format!("its tree hash is {actual}, not {expected}"),
             });
+        }
+        if let Some(stamp) = stamp {
+            self.tree_stamps.record(&user_dir, existing.name(), stamp);
         }
         if let Ok(mut verified) = self.verified.lock() {
             verified.insert(existing.name().clone());
@@ -188,11 +208,25 @@ impl Store {
             };
             if !replace_damaged {
                 self.verify_foreign_package(&existing, &actual)?;
-            } else if hash_tree(existing.path())? != actual {
-                crate::verify::replace_store_path(self, &out, existing.path())?;
-                let meta = new_meta(&name, PathKind::Package, Some(actual), &[], entries);
-                let meta_path = self.meta_path(name.as_str());
-                agentpack_fs::write_file(&meta_path, &meta.to_bytes(), &self.meta_write())?;
+            } else {
+                let found = hash_tree(existing.path())?;
+                if found != actual {
+                    // Another member's damaged path cannot be exchanged (sticky directory): say
+                    // whose it is and who may repair it, not a bare "Operation not permitted".
+                    let owner = fsutil::owner_of(existing.path());
+                    if owner.is_some_and(|owner| !fsutil::may_remove(owner)) {
+                        return Err(StoreError::TamperedObject {
+                            what: "store path",
+                            path: existing.path().to_path_buf(),
+                            owner,
+                            detail: format!("its tree hash is {found}, not {actual}"),
+                        });
+                    }
+                    crate::verify::replace_store_path(self, &out, existing.path())?;
+                    let meta = new_meta(&name, PathKind::Package, Some(actual), &[], entries);
+                    let meta_path = self.meta_path(name.as_str());
+                    agentpack_fs::write_file(&meta_path, &meta.to_bytes(), &self.meta_write())?;
+                }
             }
             Ok(Err(existing))
         })();

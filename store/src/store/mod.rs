@@ -117,6 +117,8 @@ pub struct Store {
     pub(crate) shared: bool,
     /// Packages other users published that this handle verified (re-hashed) before using them.
     pub(crate) verified: Mutex<std::collections::HashSet<StorePathName>>,
+    /// What this user remembers of the packages of other users it verified, across handles.
+    pub(crate) tree_stamps: crate::tree_stamps::TreeStamps,
     /// Opened with [`Store::open_read_only`]: every write is refused ([`StoreError::ReadOnly`]),
     /// slot reads register no temp root, there is no index.
     pub(crate) read_only: bool,
@@ -131,6 +133,9 @@ pub struct Store {
     shards: Mutex<std::collections::HashSet<PathBuf>>,
     /// Blob stamps and trusted store paths remembered while linking (`crate::stamps`).
     pub(crate) link_caches: crate::stamps::LinkCaches,
+    /// The flushes this handle made (`crate::publish`: a staged input-addressed path placed
+    /// after one of them needs no flush of its own).
+    pub(crate) flushes: crate::publish::FlushCount,
 }
 
 impl std::fmt::Debug for Store {

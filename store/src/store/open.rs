@@ -127,10 +127,12 @@ impl Store {
             warnings: Mutex::new(Vec::new()),
             shared,
             verified: Mutex::new(std::collections::HashSet::new()),
+            tree_stamps: Default::default(),
             read_only: true,
             metas: Mutex::new(HashMap::new()),
             shards: Mutex::new(std::collections::HashSet::new()),
             link_caches: crate::stamps::LinkCaches::default(),
+            flushes: Default::default(),
             cache_dir,
             root,
             dir,
@@ -241,10 +243,12 @@ impl Store {
             warnings: Mutex::new(open_warnings),
             shared,
             verified: Mutex::new(std::collections::HashSet::new()),
+            tree_stamps: Default::default(),
             read_only: false,
             metas: Mutex::new(HashMap::new()),
             shards: Mutex::new(std::collections::HashSet::new()),
             link_caches: crate::stamps::LinkCaches::default(),
+            flushes: Default::default(),
         })
     }
 }

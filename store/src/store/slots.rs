@@ -232,6 +232,16 @@ impl Store {
                 .map(|m| m.is_dir())
                 .unwrap_or(false);
             if !is_dir {
+                // Another member's link under this key (a shared store's sticky `cache/`): say
+                // whose it is, not that the store is unwritable.
+                let owner = fsutil::owner_of(&slot);
+                if owner.is_some_and(|owner| !fsutil::may_remove(owner)) {
+                    return Err(StoreError::ForeignObject {
+                        what: "cache slot",
+                        path: slot,
+                        owner,
+                    });
+                }
                 return Err(err.into());
             }
             let aside = self.tmp_dir().join(unique_name("legacy-slot-"));

@@ -353,17 +353,23 @@ fn blob_names(store: &Store) -> std::collections::BTreeSet<String> {
     names
 }
 
+/// Publishes `kept<tag>` (kept by a slot) and `loose<tag>` (no root) in a handle that then goes
+/// away, as a finished sync does; returns a fresh handle and the two.
+fn a_kept_and_a_loose_package(dir: &std::path::Path, tag: &str) -> (Store, StorePath, StorePath) {
+    let (kept, loose);
+    {
+        let store = open_store(dir, LinkMode::Hardlink);
+        kept = package(&store, dir, &format!("kept{tag}"));
+        loose = package(&store, dir, &format!("loose{tag}"));
+        store.set_slot("kept-key", &kept).unwrap();
+    }
+    (open_store(dir, LinkMode::Hardlink), kept, loose)
+}
+
 #[test]
 fn gc_removes_the_stamps_of_the_blobs_it_deletes_and_keeps_the_others() {
     let dir = TestDir::new();
-    let (kept, loose);
-    {
-        let store = open_store(dir.path(), LinkMode::Hardlink);
-        kept = package(&store, dir.path(), "kept");
-        loose = package(&store, dir.path(), "loose");
-        store.set_slot("kept-key", &kept).unwrap();
-    }
-    let store = open_store(dir.path(), LinkMode::Hardlink);
+    let (store, kept, loose) = a_kept_and_a_loose_package(dir.path(), "");
     let blobs_before = blob_names(&store);
     let stamps_before = stamp_names(&store);
     assert!(
@@ -399,4 +405,45 @@ fn gc_removes_the_stamps_of_the_blobs_it_deletes_and_keeps_the_others() {
     }
     assert!(kept.path().is_dir());
     assert!(verify(&store, VerifyOptions::default()).unwrap().is_clean());
+}
+
+#[test]
+fn gc_removes_the_earlier_layouts_stamp_files_of_blobs_that_are_gone() {
+    let dir = TestDir::new();
+    let (store, _kept, loose) = a_kept_and_a_loose_package(dir.path(), "-old-layout");
+    let blobs_before = blob_names(&store);
+    let user = std::fs::read_dir(store.store_dir().join("stamps"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    // Per-blob stamp files of the earlier layout (`stamps/<uid>/<2hex>/<blob>`), one per blob, plus
+    // one filed under a shard its name does not start with (no blob lives there).
+    let old_stamp = |shard: &str, name: &str| {
+        let path = user.join(shard).join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "1 2 3 4 5 6\n").unwrap();
+        path
+    };
+    let stamps: Vec<(String, std::path::PathBuf)> = blobs_before
+        .iter()
+        .map(|blob| (blob.clone(), old_stamp(&blob[..2], blob)))
+        .collect();
+    let any = blobs_before.iter().next().unwrap();
+    let misplaced_shard = if any.starts_with("00") { "01" } else { "00" };
+    let misplaced = old_stamp(misplaced_shard, any);
+
+    let report = gc(&store, no_temp_roots()).unwrap();
+    assert_eq!(report.store_paths_removed, vec![loose.name().to_string()]);
+    let blobs_after = blob_names(&store);
+    assert!(blobs_after.len() < blobs_before.len(), "{report:?}");
+    for (blob, stamp) in &stamps {
+        assert_eq!(
+            stamp.exists(),
+            blobs_after.contains(blob),
+            "the earlier-layout stamp of {blob} follows its blob"
+        );
+    }
+    assert!(!misplaced.exists(), "a stamp outside its blob's shard went");
 }

@@ -293,6 +293,75 @@ fn publish_built_knows_its_final_path_and_deduplicates() {
 }
 
 #[test]
+fn a_staged_built_path_is_named_only_when_placed_and_a_dropped_one_leaves_nothing() {
+    let dir = TestDir::new();
+    let store = open_store(dir.path(), LinkMode::Auto);
+    let hidden = |store: &Store| -> Vec<String> {
+        std::fs::read_dir(store.store_dir())
+            .unwrap()
+            .flatten()
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with(".pub-"))
+            .collect()
+    };
+    let name = StorePathName::from_inputs(b"snapshot acme/big", "snapshot-acme-big");
+    let staged = store
+        .stage_built(&name, &[], |out, _| {
+            std::fs::write(out.join("tree.tar.gz"), b"archive bytes")?;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(staged.name(), &name);
+    // Sealed under a hidden name, not under its own, while a package batch is published.
+    assert!(store.get(&name).is_none());
+    assert_eq!(hidden(&store).len(), 1);
+    let src = dir.path().join("pkg");
+    package_tree(&src, "p");
+    let expected = hash_tree(&src).unwrap();
+    let batch = store
+        .publish_trees(&[PackageTree::new(&src, "p", Some(&expected))])
+        .unwrap();
+    assert!(batch[0].is_ok());
+    let placed = store.place_built(staged).unwrap();
+    assert_eq!(store.get(&name).as_ref(), Some(&placed));
+    assert_eq!(
+        std::fs::read(placed.path().join("tree.tar.gz")).unwrap(),
+        b"archive bytes"
+    );
+    assert_eq!(store.meta(&placed).unwrap().kind, PathKind::Built);
+    assert!(hidden(&store).is_empty());
+    // Staged again: already published, the builder is not called and placing returns it.
+    let again = store
+        .stage_built(&name, &[], |_, _| panic!("must not rebuild"))
+        .unwrap();
+    assert_eq!(store.place_built(again).unwrap(), placed);
+
+    // Dropped unplaced: no store path, no hidden tree, no build directory.
+    let other = StorePathName::from_inputs(b"snapshot acme/other", "snapshot-acme-other");
+    let dropped = store
+        .stage_built(&other, &[], |out, _| {
+            std::fs::write(out.join("tree.tar.gz"), b"other")?;
+            Ok(())
+        })
+        .unwrap();
+    drop(dropped);
+    assert!(store.get(&other).is_none());
+    assert!(hidden(&store).is_empty());
+    let builds: Vec<String> = std::fs::read_dir(store.store_dir().join(".tmp"))
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("built-"))
+        .collect();
+    assert!(builds.is_empty(), "{builds:?}");
+    assert!(
+        agentpack_store::verify(&store, agentpack_store::VerifyOptions::default())
+            .unwrap()
+            .is_clean()
+    );
+}
+
+#[test]
 fn publish_files_validates_the_plan() {
     let dir = TestDir::new();
     let store = open_store(dir.path(), LinkMode::Auto);

@@ -175,17 +175,29 @@ fn crasher(dir: &Path, seed: u64) {
         let variant = round % 7;
         let src = make_tree(&scratch, variant);
         // Every other round a batch of two trees (one flush for both), so kills also land
-        // between a batch's flush and its renames.
+        // between a batch's flush and its renames; an input-addressed path (a repository
+        // snapshot kept by a sync) is staged before the batch and placed after its flush.
         let path = if round % 2 == 0 {
             let other = (variant + 3) % 7;
             let second = make_tree(&scratch.join("second"), other);
             let (label, other_label) = (format!("v{variant}"), format!("v{other}"));
+            let kept_name = StorePathName::from_inputs(
+                format!("snapshot-{}", round % 5).as_bytes(),
+                "snapshot",
+            );
+            let kept = store
+                .stage_built(&kept_name, &[], |out, _| {
+                    std::fs::write(out.join("tree.tar.gz"), format!("{}", round % 5))?;
+                    Ok(())
+                })
+                .unwrap();
             let mut published = store
                 .publish_trees(&[
                     PackageTree::new(&src, &label, None),
                     PackageTree::new(&second, &other_label, None),
                 ])
                 .unwrap();
+            store.place_built(kept).unwrap();
             let second_path = published.pop().unwrap().unwrap();
             store
                 .set_slot(&format!("slot-b{}", round % 3), &second_path)

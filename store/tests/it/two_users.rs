@@ -429,6 +429,81 @@ fn scenario_b_repairs(work: &Path, a_uid: u32) {
     assert!(report.unrepairable.is_empty(), "{report:?}");
 }
 
+/// The index's "create": B makes A's index directory (`index/u<A's uid>/`, open to all) before A
+/// first uses the store, with a file in it.
+fn scenario_b_plants_index(work: &Path, a_uid: u32) {
+    let store = open(&work.join("shared/cache"));
+    let planted = store.store_dir().join("index").join(format!("u{a_uid}"));
+    std::fs::create_dir_all(&planted).unwrap();
+    set_mode(&planted, 0o777);
+    std::fs::write(planted.join("data.mdb"), b"planted by b").unwrap();
+}
+
+/// A refuses B's index directory (B could write what A reads): no index, a warning naming it and
+/// its owner, and the store still works for A.
+fn scenario_a_refuses_index(work: &Path, b_uid: u32) {
+    let store = open(&work.join("shared/cache"));
+    assert!(store.index().is_none(), "A uses an index B made");
+    let warnings = store.take_warnings();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("index directory") && w.contains(&b_uid.to_string())),
+        "{warnings:?}"
+    );
+    write(&work.join("a-src"), "SKILL.md", b"# genuine skill\n");
+    let package = store
+        .publish_tree(&work.join("a-src"), "pkg-a", None)
+        .unwrap();
+    assert_eq!(
+        std::fs::read(package.path().join("SKILL.md")).unwrap(),
+        b"# genuine skill\n"
+    );
+}
+
+/// Lines of this user's table of verified foreign trees.
+fn tree_table_lines(work: &Path) -> usize {
+    let uid = nix::unistd::geteuid().as_raw();
+    let table = work.join(format!("shared/cache/store/v1/stamps/{uid}/trees"));
+    std::fs::read_to_string(table).map_or(0, |text| text.lines().count())
+}
+
+/// B uses A's package twice, in two store handles (two commands): the first re-hashes it and
+/// remembers its tree's inodes, the second finds them unchanged and does not hash it again.
+fn scenario_b_verifies_once(work: &Path) {
+    write(&work.join("b-copy"), "SKILL.md", b"# genuine skill\n");
+    assert_eq!(tree_table_lines(work), 0);
+    let store = open(&work.join("shared/cache"));
+    store
+        .publish_tree(&work.join("b-copy"), "pkg-a", None)
+        .unwrap();
+    drop(store);
+    assert_eq!(tree_table_lines(work), 1, "verified and remembered");
+    let store = open(&work.join("shared/cache"));
+    store
+        .publish_tree(&work.join("b-copy"), "pkg-a", None)
+        .unwrap();
+    assert_eq!(
+        tree_table_lines(work),
+        1,
+        "the second command did not re-hash it"
+    );
+}
+
+/// After A's package was changed in place, B's memory no longer matches: B hashes it again and
+/// refuses it, naming its owner.
+fn scenario_b_sees_the_change(work: &Path, a_uid: u32) {
+    let store = open(&work.join("shared/cache"));
+    let error = store
+        .publish_tree(&work.join("b-copy"), "pkg-a", None)
+        .unwrap_err();
+    assert!(
+        matches!(&error, StoreError::TamperedObject { what: "store path", owner: Some(owner), .. } if *owner == a_uid),
+        "{error:?}"
+    );
+    assert_eq!(tree_table_lines(work), 1, "nothing new is remembered");
+}
+
 /// The body of the scenarios, run by the tests below as a test user in a fresh process.
 #[test]
 #[ignore = "run by the other tests of this file as a test user"]
@@ -451,6 +526,10 @@ fn run_scenario() {
                 .publish_tree(&work.join("a-src"), "pkg-a", None)
                 .unwrap();
         }
+        "b-plants-index" => scenario_b_plants_index(&work, other),
+        "a-refuses-index" => scenario_a_refuses_index(&work, other),
+        "b-verifies-once" => scenario_b_verifies_once(&work),
+        "b-sees-the-change" => scenario_b_sees_the_change(&work, other),
         "a-marks" => scenario_marks_rebuildable(&work, "slot-of-a"),
         "b-marks" => scenario_marks_rebuildable(&work, "slot-of-b"),
         other => panic!("unknown scenario {other}"),
@@ -546,4 +625,35 @@ fn a_member_repairing_the_store_leaves_another_members_objects_to_them() {
     drop(file);
     run_as(&users.b, "b-repairs", dir.path(), &users.a);
     assert_eq!(std::fs::metadata(&blob).unwrap().uid(), users.a.uid);
+}
+
+#[test]
+fn a_member_never_uses_an_index_directory_another_member_made_for_them() {
+    let Some(users) = require_test_users() else {
+        return;
+    };
+    let dir = SharedTempDir::new();
+    shared_home(dir.path(), &users);
+    run_as(&users.b, "b-plants-index", dir.path(), &users.a);
+    run_as(&users.a, "a-refuses-index", dir.path(), &users.b);
+}
+
+/// A package another member published is verified once per user, not once per command (the
+/// result is remembered in `stamps/<uid>/trees`), and a change in place since then is caught.
+#[test]
+fn a_foreign_package_is_verified_once_per_user_and_again_after_a_change() {
+    let Some(users) = require_test_users() else {
+        return;
+    };
+    let dir = SharedTempDir::new();
+    let home = shared_home(dir.path(), &users);
+    run_as(&users.a, "a-publishes-only", dir.path(), &users.b);
+    run_as(&users.b, "b-verifies-once", dir.path(), &users.a);
+    // A's package changed in place (root may write the read-only file; the same size, so only
+    // its inode's times tell).
+    let v1 = home.join("cache/store/v1");
+    let id = BlobId::of(b"# genuine skill\n").hex();
+    let blob = v1.join("blobs").join(&id[..2]).join(&id);
+    std::fs::write(&blob, b"# forged! skill\n").unwrap();
+    run_as(&users.b, "b-sees-the-change", dir.path(), &users.a);
 }

@@ -13,8 +13,9 @@
 //! safe extractor into a work directory beside the destination, renamed into place only when
 //! everything succeeded: a failed pull leaves nothing at the destination.
 //!
-//! Layout: `pull` and `push` hold the two transfers; this module holds the client, its per-registry
-//! connections, retries and error mapping, and `resolve`.
+//! Layout: `pull` and `push` hold the two transfers, `transfers` the byte counters a caller shows
+//! as progress; this module holds the client, its per-registry connections, retries and error
+//! mapping, and `resolve`.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -30,9 +31,11 @@ use super::{OciError, OciTransport};
 
 mod pull;
 mod push;
+mod transfers;
 
 pub use pull::PulledTree;
 pub use push::{PushJob, PushOutcome};
+pub use transfers::{TransferSnapshot, Transfers};
 
 const USER_AGENT: &str = concat!("agentpack/", env!("CARGO_PKG_VERSION"));
 
@@ -41,6 +44,7 @@ pub struct OciClient {
     transport: OciTransport,
     runtime: tokio::runtime::Runtime,
     clients: Mutex<BTreeMap<String, oci_client::Client>>,
+    transfers: std::sync::Arc<Transfers>,
 }
 
 impl std::fmt::Debug for OciClient {
@@ -131,7 +135,13 @@ impl OciClient {
             transport,
             runtime,
             clients: Mutex::new(BTreeMap::new()),
+            transfers: std::sync::Arc::default(),
         })
+    }
+
+    /// The bytes and artifacts this client has moved, for a progress display.
+    pub fn transfers(&self) -> std::sync::Arc<Transfers> {
+        std::sync::Arc::clone(&self.transfers)
     }
 
     /// The transport this client was made with.
@@ -218,11 +228,18 @@ impl OciClient {
         let registry = repo.registry.clone();
         let unauthorized = |denied: bool| {
             let source = self.transport.credential_source(&repo.registry);
+            let helper = self.transport.credential_helper_for(&repo.registry);
             let (reason, fix) = match (source, denied) {
-                (None, _) => (
-                    "it requires credentials and none are set".to_owned(),
-                    format!("set AGENTPACK_OCI_TOKEN=user:password (or a bearer token), or add an `auths` entry for {} to ~/.docker/config.json (`docker login {}`)", repo.registry, repo.registry),
-                ),
+                (None, _) => match (helper, self.transport.docker_config_path()) {
+                    (Some(helper), Some(config)) => (
+                        format!("it requires credentials and none are set: {} leaves them to the credential helper {helper}, which agentpack does not run", config.display()),
+                        format!("export AGENTPACK_OCI_TOKEN=user:password (or a bearer token; it is sent to every registry agentpack reaches), e.g. the Username and Secret that `echo {} | {helper} get` prints", repo.registry),
+                    ),
+                    _ => (
+                        "it requires credentials and none are set".to_owned(),
+                        format!("set AGENTPACK_OCI_TOKEN=user:password (or a bearer token), or add an `auths` entry for {} to ~/.docker/config.json (`docker login {}`; a credential helper is not run)", repo.registry, repo.registry),
+                    ),
+                },
                 (Some(source), false) => (
                     format!("the credentials from {source} were not accepted"),
                     format!("check the credentials for {} in {source}", repo.registry),

@@ -217,6 +217,7 @@ impl OciClient {
                     })
                 })?;
                 written += chunk.len() as u64;
+                self.transfers.downloaded(chunk.len() as u64);
                 if written > max {
                     return Err(Failure::Local(OciError::Limit(
                         crate::limits::LimitExceeded::new(

@@ -127,12 +127,50 @@ impl OciClient {
                 return Err(self.map_error(repo, &what, error));
             }
             let results = futures_util::stream::iter(jobs.iter())
-                .map(|job| self.push_job(&client, &auth, repo, job))
+                .map(|job| async {
+                    let result = self.push_job(&client, &auth, repo, job).await;
+                    self.transfers.artifact_done();
+                    result
+                })
                 .buffered(self.transport.concurrency.max(1))
                 .collect::<Vec<_>>()
                 .await;
             Ok(results)
         })
+    }
+
+    /// Uploads one blob (one monolithic PUT), streamed in chunks so that [`Transfers`] counts its
+    /// bytes as the connection takes them; a failed attempt takes its count back.
+    async fn push_blob_counted(
+        &self,
+        client: &oci_client::Client,
+        base: &oci_client::Reference,
+        bytes: bytes::Bytes,
+        digest: &str,
+    ) -> Result<String, oci_client::errors::OciDistributionError> {
+        const CHUNK: usize = 64 * 1024;
+        let size = bytes.len() as u64;
+        let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = std::sync::Arc::clone(&sent);
+        let transfers = std::sync::Arc::clone(&self.transfers);
+        let chunks: Vec<bytes::Bytes> = (0..bytes.len())
+            .step_by(CHUNK)
+            .map(|start| bytes.slice(start..(start + CHUNK).min(bytes.len())))
+            .collect();
+        let stream = futures_util::stream::iter(chunks).map(move |chunk| {
+            let length = chunk.len() as u64;
+            counted.fetch_add(length, std::sync::atomic::Ordering::Relaxed);
+            transfers.uploaded(length);
+            Ok(chunk)
+        });
+        let result = client
+            .push_blob_stream(base, stream, digest, Some(size))
+            .await;
+        if result.is_err() {
+            self.transfers
+                .take_back_upload(sent.load(std::sync::atomic::Ordering::Relaxed));
+        }
+        result
     }
 
     async fn push_job(
@@ -207,9 +245,11 @@ impl OciClient {
             .filter(|(_, present)| !**present)
             .map(|(blob, _)| blob)
             .collect();
+        self.transfers
+            .will_upload(missing.iter().map(|(_, bytes)| bytes.len() as u64).sum());
         futures_util::future::join_all(missing.iter().map(|(digest, bytes)| {
             let base = &base;
-            self.retry(move || client.push_blob(base, bytes.clone(), digest))
+            self.retry(move || self.push_blob_counted(client, base, bytes.clone(), digest))
         }))
         .await
         .into_iter()

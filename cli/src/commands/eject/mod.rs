@@ -1,5 +1,7 @@
 //! `agentpack eject [AGENT...] [--remove]`: for editors that do not start through a launcher, copy
-//! the mode's staged trees into `<project>/.agentpack/eject/` and register them in the project.
+//! the mode's staged trees into `<workspace>/.agentpack/eject/` and register them in the checkout
+//! (the workspace: the editors open it, and its `./.agents/` is the overlay the sync reads; with
+//! one root it is the project directory).
 //!
 //! This module owns the I/O of eject: it syncs, reads the generation, checks the plan of
 //! [`agentpack_harness::render::eject`] against the project, and writes. It must never replace a file or a
@@ -51,15 +53,15 @@ pub struct EjectArgs {
 
 pub fn run(ctx: &Context, args: &EjectArgs) -> Result<ExitCode> {
     let project = Project::discover(ctx)?;
-    let previous = load_manifest(&project.root)?;
+    let previous = load_manifest(&project.workspace)?;
     if args.remove {
-        return remove(ctx, &project.root, previous);
+        return remove(ctx, &project.workspace, previous);
     }
     let agents = parse_agents(&args.agents)?;
     // Eject's own copies under ./.agents/ would be read back as the project overlay by the sync
     // below: they are set aside while it runs, so the copy is taken from the same generation a
     // launcher would build.
-    let aside = Aside::set(&project.root, &previous)?;
+    let aside = Aside::set(&project.workspace, &previous)?;
     let planned = plan_against_project(ctx, &project, &agents, &previous);
     let (mut plan, generation_text) = match planned {
         Ok(planned) => {
@@ -81,7 +83,7 @@ pub fn run(ctx: &Context, args: &EjectArgs) -> Result<ExitCode> {
             output::info(note);
         }
     }
-    let manifest = write_plan(&project.root, &plan, &previous, &generation_text)?;
+    let manifest = write_plan(&project.workspace, &plan, &previous, &generation_text)?;
     if ctx.json {
         output::json(&serde_json::json!({
             "agents": manifest.agents,
@@ -111,7 +113,7 @@ fn plan_against_project(
     // rendering them (in memory only) lets eject name what the ejected servers lack.
     let options = StageOptions {
         agent: None,
-        secrets_of: eject::secrets_agent(agents),
+        secrets_of: eject::secrets_agents(agents),
     };
     let mut session = crate::pipeline::open(project)?;
     let policy = agentpack_builders::project::ResolvePolicy::Sync {
@@ -127,7 +129,7 @@ fn plan_against_project(
     links.save()?;
 
     let files = read_generation(&staged.generation)?;
-    let eject_root = project.root.join(EJECT_DIR);
+    let eject_root = project.workspace.join(EJECT_DIR);
     let generation_text = staged.generation.to_string_lossy().into_owned();
     let pointer_text = staged.pointer.to_string_lossy().into_owned();
     let mut plan = eject::plan(
@@ -149,7 +151,7 @@ fn plan_against_project(
         bail!(message);
     }
     let disk = Disk {
-        root: &project.root,
+        root: &project.workspace,
     };
     let conflicts = eject::check_conflicts(&mut plan, previous, &disk);
     if !conflicts.is_empty() {

@@ -60,7 +60,8 @@ impl ProjectContent {
                 missing.push(module.as_str().to_owned());
             }
         }
-        let overlay_dir = project.root.join(".agents");
+        // The workspace's overlay, as a sync stages it (separate roots: not the definition's).
+        let overlay_dir = project.workspace.join(".agents");
         let overlay = (env::var(EnvVars::AGENTPACK_DOT_AGENTS).as_deref() != Some("0")
             && overlay_dir.is_dir())
         .then_some(overlay_dir);

@@ -159,32 +159,33 @@ fn keyed(list: &Value, key: &dyn Fn(&Value) -> Vec<String>) -> BTreeMap<Vec<Stri
     out
 }
 
-/// `(change, key, properties)` for every entry of `a` and `b` that differs.
-fn list_deltas(
+/// `(change, key, properties)` for every entry of the lists `a` and `b` that differs, the entries
+/// keyed by the text of their `key_fields` (which are not compared as properties); the key as the
+/// values of `key_fields`, in their order.
+fn list_deltas<const N: usize>(
     a: &Value,
     b: &Value,
-    key: &dyn Fn(&Value) -> Vec<String>,
-    skip: &[&str],
-) -> Vec<(String, Vec<String>, Vec<PropertyDelta>)> {
-    let (a, b) = (keyed(a, key), keyed(b, key));
+    key_fields: [&str; N],
+) -> Vec<(String, [String; N], Vec<PropertyDelta>)> {
+    let key = |v: &Value| key_fields.iter().map(|field| text(&v[*field])).collect();
+    let (a, b) = (keyed(a, &key), keyed(b, &key));
     let keys: std::collections::BTreeSet<&Vec<String>> = a.keys().chain(b.keys()).collect();
+    let skip = &key_fields;
     keys.into_iter()
-        .filter_map(|k| match (a.get(k), b.get(k)) {
-            (Some(x), Some(y)) => {
-                let properties = property_deltas(x, y, skip);
-                (!properties.is_empty()).then(|| ("changed".to_owned(), k.clone(), properties))
+        .filter_map(|k| {
+            let (change, properties) = match (a.get(k), b.get(k)) {
+                (Some(x), Some(y)) => ("changed", property_deltas(x, y, skip)),
+                (Some(x), None) => ("only_in_a", property_deltas(x, &Value::Null, skip)),
+                (None, Some(y)) => ("only_in_b", property_deltas(&Value::Null, y, skip)),
+                (None, None) => return None,
+            };
+            if change == "changed" && properties.is_empty() {
+                return None;
             }
-            (Some(x), None) => Some((
-                "only_in_a".to_owned(),
-                k.clone(),
-                property_deltas(x, &Value::Null, skip),
-            )),
-            (None, Some(y)) => Some((
-                "only_in_b".to_owned(),
-                k.clone(),
-                property_deltas(&Value::Null, y, skip),
-            )),
-            (None, None) => None,
+            // The key without the `#2` a repeated entry got.
+            let mut values = k.iter().cloned();
+            let key = std::array::from_fn(|_| values.next().unwrap_or_default());
+            Some((change.to_owned(), key, properties))
         })
         .collect()
 }
@@ -201,19 +202,15 @@ pub fn diff(a: &Value, b: &Value) -> ReceiptDiff {
     }
     let (va, vb) = (&a["client"]["version"], &b["client"]["version"]);
     if va != vb {
-        incompatible.push(format!(
-            "the client versions differ ({} and {})",
-            if va.is_null() {
+        let version = |v: &Value| {
+            if v.is_null() {
                 "none".to_owned()
             } else {
-                text(va)
-            },
-            if vb.is_null() {
-                "none".to_owned()
-            } else {
-                text(vb)
+                text(v)
             }
-        ));
+        };
+        let (va, vb) = (version(va), version(vb));
+        incompatible.push(format!("the client versions differ ({va} and {vb})"));
     }
     if a["adapter"] != b["adapter"] {
         incompatible.push(format!(
@@ -254,7 +251,6 @@ pub fn diff(a: &Value, b: &Value) -> ReceiptDiff {
             b: b["client"]["sha256"].clone(),
         });
     }
-    let artifact_key = |v: &Value| vec![text(&v["category"]), text(&v["scope"]), text(&v["name"])];
     // Both scopes a receipt observes (its own and `other_scopes`): the key holds the scope.
     let observed = |r: &Value| {
         Value::Array(
@@ -264,43 +260,29 @@ pub fn diff(a: &Value, b: &Value) -> ReceiptDiff {
                 .collect(),
         )
     };
-    let artifacts = list_deltas(
-        &observed(a),
-        &observed(b),
-        &artifact_key,
-        &["category", "scope", "name"],
-    )
-    .into_iter()
-    .map(|(change, key, properties)| {
-        let mut key = key.into_iter();
-        let mut next = || key.next().unwrap_or_default();
-        // Fields are evaluated in the order written: the key's order.
-        ArtifactDelta {
-            change,
-            category: next(),
-            scope: next(),
-            name: next(),
-            properties,
-        }
-    })
-    .collect();
-    let hook_key = |v: &Value| vec![text(&v["event"]), text(&v["name"])];
+    let artifacts = list_deltas(&observed(a), &observed(b), ["category", "scope", "name"])
+        .into_iter()
+        .map(
+            |(change, [category, scope, name], properties)| ArtifactDelta {
+                change,
+                category,
+                scope,
+                name,
+                properties,
+            },
+        )
+        .collect();
     let hooks = list_deltas(
         &a["catalog"]["hooks"],
         &b["catalog"]["hooks"],
-        &hook_key,
-        &["event", "name"],
+        ["event", "name"],
     )
     .into_iter()
-    .map(|(change, key, properties)| {
-        let mut key = key.into_iter();
-        let mut next = || key.next().unwrap_or_default();
-        HookDelta {
-            change,
-            event: next(),
-            name: next(),
-            properties,
-        }
+    .map(|(change, [event, name], properties)| HookDelta {
+        change,
+        event,
+        name,
+        properties,
     })
     .collect();
     ReceiptDiff {
@@ -417,23 +399,16 @@ fn human(a: &Value, b: &Value, diff: &ReceiptDiff) -> String {
             .join(", ")
     };
     for d in &diff.artifacts {
+        let (change, category, name, scope) = (&d.change, &d.category, &d.name, &d.scope);
+        let properties = props(&d.properties);
         out.push_str(&format!(
-            "  {} {}:{} ({}): {}\n",
-            d.change,
-            d.category,
-            d.name,
-            d.scope,
-            props(&d.properties)
+            "  {change} {category}:{name} ({scope}): {properties}\n"
         ));
     }
     for d in &diff.hooks {
-        out.push_str(&format!(
-            "  hook {} {} {}: {}\n",
-            d.change,
-            d.event,
-            d.name,
-            props(&d.properties)
-        ));
+        let (change, event, name) = (&d.change, &d.event, &d.name);
+        let properties = props(&d.properties);
+        out.push_str(&format!("  hook {change} {event} {name}: {properties}\n"));
     }
     if diff.compatible && !diff.has_deltas() {
         out.push_str("  no differences\n");

@@ -478,26 +478,15 @@ fn human(receipt: &Receipt, path: &Path) -> String {
             ));
         }
         for property in &catalog.properties {
-            out.push_str(&format!(
-                "  {} ({}): {}{}\n",
-                property.name,
-                property.scope,
-                property.status,
-                property
-                    .reason
-                    .as_deref()
-                    .map(|r| format!(" ({r})"))
-                    .unwrap_or_default()
-            ));
+            let (name, scope, status) = (&property.name, &property.scope, &property.status);
+            let reason = property.reason.as_deref().map(|r| format!(" ({r})"));
+            let reason = reason.unwrap_or_default();
+            out.push_str(&format!("  {name} ({scope}): {status}{reason}\n"));
         }
         for hook in &catalog.hooks {
-            out.push_str(&format!(
-                "  hook {} {}: {} (exit {})\n",
-                hook.event,
-                hook.name,
-                hook.outcome,
-                hook.exit_code.map_or("?".to_owned(), |c| c.to_string())
-            ));
+            let (event, name, outcome) = (&hook.event, &hook.name, &hook.outcome);
+            let exit = hook.exit_code.map_or("?".to_owned(), |c| c.to_string());
+            out.push_str(&format!("  hook {event} {name}: {outcome} (exit {exit})\n"));
         }
     }
     out.push_str(&format!("  receipt {}\n", path.display()));

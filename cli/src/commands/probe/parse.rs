@@ -119,6 +119,25 @@ pub fn claude_init(stdout: &[u8]) -> Result<Catalog, ParseFailure> {
     ))
 }
 
+/// `stdout` as JSON; `not_json` says what failed ("the skill list is not JSON").
+fn json(stdout: &[u8], not_json: &str) -> Result<Value, ParseFailure> {
+    serde_json::from_slice(stdout)
+        .map_err(|err| ParseFailure::Malformed(format!("{not_json} ({err})")))
+}
+
+/// [`json`] of a client whose output is read only at the `validated` version.
+fn validated_json(
+    stdout: &[u8],
+    version: &str,
+    validated: &str,
+    not_json: &str,
+) -> Result<Value, ParseFailure> {
+    if version != validated {
+        return Err(ParseFailure::UnknownVersion(version.to_owned()));
+    }
+    json(stdout, not_json)
+}
+
 /// Codex's `debug prompt-input` JSON: the skills of its `<skills_instructions>` block. A skill
 /// whose file is under `skills_root` (the staged skills, `CODEX_HOME/skills`, by the block's
 /// table of skill roots) is the package's; every observation carries `scope`. A name listed more
@@ -129,11 +148,12 @@ pub fn codex_prompt_input(
     skills_root: &std::path::Path,
     scope: &str,
 ) -> Result<Catalog, ParseFailure> {
-    if version != CODEX_VALIDATED {
-        return Err(ParseFailure::UnknownVersion(version.to_owned()));
-    }
-    let value: Value = serde_json::from_slice(stdout)
-        .map_err(|err| ParseFailure::Malformed(format!("the prompt input is not JSON ({err})")))?;
+    let value = validated_json(
+        stdout,
+        version,
+        CODEX_VALIDATED,
+        "the prompt input is not JSON",
+    )?;
     let items = value
         .as_array()
         .filter(|items| !items.is_empty())
@@ -254,11 +274,12 @@ pub fn opencode_skill_locations(
     stdout: &[u8],
     version: &str,
 ) -> Result<Vec<(String, String)>, ParseFailure> {
-    if version != OPENCODE_VALIDATED {
-        return Err(ParseFailure::UnknownVersion(version.to_owned()));
-    }
-    let value: Value = serde_json::from_slice(stdout)
-        .map_err(|err| ParseFailure::Malformed(format!("the skill list is not JSON ({err})")))?;
+    let value = validated_json(
+        stdout,
+        version,
+        OPENCODE_VALIDATED,
+        "the skill list is not JSON",
+    )?;
     let items = value
         .as_array()
         .ok_or_else(|| ParseFailure::Malformed("the skill list is not a list".to_owned()))?;
@@ -326,11 +347,7 @@ pub fn merge_skill_samples(samples: &[Catalog]) -> Catalog {
 /// the skills, commands and agents it `provides`. A report with errors is a failure naming the
 /// first, never an empty catalog.
 pub fn claude_validate(stdout: &[u8]) -> Result<Vec<Observed>, ParseFailure> {
-    let value: Value = serde_json::from_slice(stdout).map_err(|err| {
-        ParseFailure::Malformed(format!(
-            "`plugin validate --json` did not print JSON ({err})"
-        ))
-    })?;
+    let value = json(stdout, "`plugin validate --json` did not print JSON")?;
     if value["success"] != Value::Bool(true) {
         let first = value["manifest"]["errors"][0]["message"]
             .as_str()
@@ -375,12 +392,12 @@ pub fn opencode_config(
     version: &str,
     staged: &[(String, String)],
 ) -> Result<Vec<Observed>, ParseFailure> {
-    if version != OPENCODE_VALIDATED {
-        return Err(ParseFailure::UnknownVersion(version.to_owned()));
-    }
-    let value: Value = serde_json::from_slice(stdout).map_err(|err| {
-        ParseFailure::Malformed(format!("the resolved configuration is not JSON ({err})"))
-    })?;
+    let value = validated_json(
+        stdout,
+        version,
+        OPENCODE_VALIDATED,
+        "the resolved configuration is not JSON",
+    )?;
     let mut observed = Vec::new();
     for (key, category) in [("agent", "agent"), ("command", "command")] {
         let entries = value[key].as_object().ok_or_else(|| {

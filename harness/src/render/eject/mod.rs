@@ -79,14 +79,20 @@ pub fn refusal(agent: Agent) -> Option<String> {
     })
 }
 
-/// The agent among `agents` whose secret-bearing MCP values eject must have rendered in memory
-/// (its [`crate::agent::Eject::secret_warnings`] is set): the stage step returns its
-/// [`SecretLayer`] for [`secret_warnings`].
-pub fn secrets_agent(agents: &[Agent]) -> Option<Agent> {
+/// The agents among `agents` whose secret-bearing MCP values eject must have rendered in memory
+/// (their row's [`crate::agent::Eject::secret_warnings`] is set), in the order given: the stage
+/// step returns a [`SecretLayer`] for each, for [`secret_warnings`].
+pub fn secrets_agents(agents: &[Agent]) -> Vec<Agent> {
+    rendering_secrets(agents, |agent| secret_warnings_of(agent).is_some())
+}
+
+/// Those of `agents` whose row `renders` secrets for eject, in order (every one, not the first).
+fn rendering_secrets(agents: &[Agent], renders: impl Fn(Agent) -> bool) -> Vec<Agent> {
     agents
         .iter()
         .copied()
-        .find(|agent| secret_warnings_of(*agent).is_some())
+        .filter(|agent| renders(*agent))
+        .collect()
 }
 
 /// The agent row's [`crate::agent::Eject::secret_warnings`], if it ejects and has one.

@@ -137,12 +137,38 @@ fn codex_secret_values_are_named_never_shown() {
 }
 
 #[test]
+fn every_agent_whose_row_renders_secrets_is_rendered_not_only_the_first() {
+    // A table where two agents keep secrets out of the generation: both are rendered.
+    let renders = |agent: Agent| matches!(agent, Agent::Codex | Agent::Cursor);
+    assert_eq!(
+        rendering_secrets(&[Agent::Claude, Agent::Cursor, Agent::Codex], renders),
+        vec![Agent::Cursor, Agent::Codex]
+    );
+    assert!(rendering_secrets(&[Agent::Claude], renders).is_empty());
+}
+
+#[test]
 fn the_rows_say_which_agent_eject_renders_secrets_for() {
     assert_eq!(
-        secrets_agent(&[Agent::Claude, Agent::Codex]),
-        Some(Agent::Codex)
+        secrets_agents(&[Agent::Claude, Agent::Codex]),
+        vec![Agent::Codex]
     );
-    assert_eq!(secrets_agent(&[Agent::Claude, Agent::Cursor]), None);
+    assert!(secrets_agents(&[Agent::Claude, Agent::Cursor]).is_empty());
+    // Every agent of the table whose row renders secrets, in the order asked.
+    let mut asked = Agent::ALL.to_vec();
+    asked.reverse();
+    let expected: Vec<Agent> = asked
+        .iter()
+        .copied()
+        .filter(|agent| {
+            agent
+                .profile()
+                .eject
+                .as_ref()
+                .is_some_and(|eject| eject.secret_warnings.is_some())
+        })
+        .collect();
+    assert_eq!(secrets_agents(&asked), expected);
     let layer = SecretLayer {
         config_toml: Some(
             toml::from_str("[mcp_servers.api.env]\nAPI_KEY = \"sk-secret\"\n").unwrap(),
