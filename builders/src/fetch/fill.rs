@@ -13,7 +13,7 @@ use rayon::prelude::*;
 
 use crate::github::RepoId;
 use crate::package_store::{BatchEntry, BatchEntryError, PackageStore};
-use crate::resolve::{fetch_normalized, Fetched, ResolutionError};
+use crate::resolve::{fetch_normalized, Fetched, GithubPackage, ResolutionError};
 use crate::snapshot::{FetchError, SnapshotFetcher};
 
 /// What [`fill_from_github`] published.
@@ -147,7 +147,14 @@ fn publish_fetched(
             let module = package.module.as_str();
             let tree = dir.join(index.to_string());
             tracing::debug!(module, commit, "source: GitHub (no cache slot)");
-            let fetched = fetch_normalized(fetcher, module, repo, commit, &package.path, &tree)?;
+            let github = GithubPackage {
+                fetcher,
+                module,
+                repo,
+                commit,
+                path: &package.path,
+            };
+            let fetched = fetch_normalized(github, &tree)?;
             Ok((tree, fetched))
         })
         .collect();

@@ -33,7 +33,7 @@ use crate::github::RepoId;
 use crate::local_package;
 use crate::normalize::{self, NormalizeContext};
 use crate::package_store::{PackageStore, SlotCheck};
-use crate::resolve::{download_normalized, ResolutionError};
+use crate::resolve::{download_normalized, GithubPackage, ResolutionError};
 use crate::snapshot::SnapshotFetcher;
 
 mod check;
@@ -230,6 +230,13 @@ fn fetch_one(
     }
     let repo = RepoId::new(package.owner.clone(), package.repo.clone());
     let commit = package.commit.as_str();
+    let github = GithubPackage {
+        fetcher,
+        module,
+        repo: &repo,
+        commit,
+        path: &package.path,
+    };
     let Some(expected) = &package.content_hash else {
         if let Some(slot) = store.slot(&package.cache_key)? {
             tracing::debug!(
@@ -243,15 +250,13 @@ fn fetch_one(
             commit,
             "source: GitHub (no content hash, no cache slot)"
         );
-        let downloaded =
-            download_normalized(fetcher, store, module, &repo, commit, &package.path, tree)?;
+        let downloaded = download_normalized(github, store, tree)?;
         let slot = store.publish(&package.cache_key, module, tree, &downloaded.content_hash)?;
         store.record_executables(&slot, &downloaded.executables)?;
         return Ok(One::Unverified(slot, true));
     };
     let download_verified = |tree: &Path| -> Result<BTreeSet<String>, ResolutionError> {
-        let downloaded =
-            download_normalized(fetcher, store, module, &repo, commit, &package.path, tree)?;
+        let downloaded = download_normalized(github, store, tree)?;
         downloaded.check_matches(store, tree, expected, module, commit)?;
         Ok(downloaded.executables)
     };
@@ -283,16 +288,7 @@ fn fetch_one(
                 cache: path,
                 actual,
             };
-            let (slot, warning) = restore_damaged(
-                fetcher,
-                store,
-                module,
-                &repo,
-                commit,
-                &package.path,
-                damaged,
-                tree,
-            )?;
+            let (slot, warning) = restore_damaged(github, store, damaged, tree)?;
             Ok(One::Restored(slot, warning))
         }
         SlotCheck::Missing => {

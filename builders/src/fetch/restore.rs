@@ -9,10 +9,8 @@ use std::path::{Path, PathBuf};
 
 use agentpack_lockfile::validate::ContentHash;
 
-use crate::github::RepoId;
 use crate::package_store::PackageStore;
-use crate::resolve::{download_normalized, ResolutionError};
-use crate::snapshot::SnapshotFetcher;
+use crate::resolve::{download_normalized, GithubPackage, ResolutionError};
 
 /// A GitHub package's slot that does not match the lock's content hash.
 pub(crate) struct Damaged<'a> {
@@ -33,24 +31,20 @@ pub(crate) struct Damaged<'a> {
 /// When neither source can be reached, [`ResolutionError::Unrestored`] (the content hash mismatch
 /// with its `sync --repair` remedy and why); a source whose bytes do not match the lock is refused
 /// ([`ResolutionError::FetchedMismatch`]) and nothing is published.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn restore_damaged(
-    fetcher: &SnapshotFetcher,
+    package: GithubPackage<'_>,
     store: &dyn PackageStore,
-    module: &str,
-    repo: &RepoId,
-    commit: &str,
-    path: &str,
     damaged: Damaged<'_>,
     tree: &Path,
 ) -> Result<(PathBuf, String), ResolutionError> {
+    let GithubPackage { module, commit, .. } = package;
     let Damaged {
         cache_key,
         expected,
         cache,
         actual,
     } = damaged;
-    let downloaded = match download_normalized(fetcher, store, module, repo, commit, path, tree) {
+    let downloaded = match download_normalized(package, store, tree) {
         Ok(downloaded) => downloaded,
         Err(ResolutionError::Fetch(error)) => {
             tracing::debug!(module, %error, "no verified source to restore the cache slot from");

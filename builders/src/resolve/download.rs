@@ -57,17 +57,24 @@ impl Downloaded {
     }
 }
 
+/// One package of a GitHub repository at a commit (`path` inside it, `module` its name in the
+/// manifest), and the fetcher that downloads and keeps that repository's snapshot.
+#[derive(Clone, Copy)]
+pub struct GithubPackage<'a> {
+    pub fetcher: &'a SnapshotFetcher,
+    pub module: &'a str,
+    pub repo: &'a RepoId,
+    pub commit: &'a str,
+    pub path: &'a str,
+}
+
 /// Downloads (once per repo and commit), copies, normalizes and hashes one GitHub package into `tree`.
 pub fn download_normalized(
-    fetcher: &SnapshotFetcher,
+    package: GithubPackage<'_>,
     store: &dyn PackageStore,
-    module: &str,
-    repo: &RepoId,
-    commit: &str,
-    path: &str,
     tree: &Path,
 ) -> Result<Downloaded, ResolutionError> {
-    let fetched = fetch_normalized(fetcher, module, repo, commit, path, tree)?;
+    let fetched = fetch_normalized(package, tree)?;
     Ok(Downloaded {
         content_hash: store.hash_tree(tree)?,
         links_emptied: fetched.links_emptied,
@@ -94,13 +101,16 @@ impl Fetched {
 
 /// [`download_normalized`] without the hash (see [`Fetched`]).
 pub fn fetch_normalized(
-    fetcher: &SnapshotFetcher,
-    module: &str,
-    repo: &RepoId,
-    commit: &str,
-    path: &str,
+    package: GithubPackage<'_>,
     tree: &Path,
 ) -> Result<Fetched, ResolutionError> {
+    let GithubPackage {
+        fetcher,
+        module,
+        repo,
+        commit,
+        path,
+    } = package;
     let copied = fetcher.fetch_package(repo, commit, path, tree)?;
     // The snapshot the package was copied from (a prefetch may have extracted only its packages).
     let snapshot = fetcher.snapshot_for(repo, commit, path)?;

@@ -253,6 +253,13 @@ impl Run<'_, '_> {
             .filter(|e| e.commit == *commit && e.cache_key == cache_key)
             .and_then(|e| e.content_hash.clone());
         let store = self.env.store;
+        let github = GithubPackage {
+            fetcher: self.env.fetcher,
+            module,
+            repo: &repo,
+            commit: commit.as_str(),
+            path: &path,
+        };
         if let Some(unhashed) = self
             .old_entry(module)
             .filter(|e| self.env.keep_unhashed && e.content_hash.is_none())
@@ -292,16 +299,7 @@ impl Run<'_, '_> {
                         cache,
                         actual,
                     };
-                    let restored = crate::fetch::restore_damaged(
-                        self.env.fetcher,
-                        store,
-                        module,
-                        &repo,
-                        commit.as_str(),
-                        &path,
-                        damaged,
-                        &tree,
-                    );
+                    let restored = crate::fetch::restore_damaged(github, store, damaged, &tree);
                     self.warnings.extend(self.env.fetcher.take_warnings());
                     let (slot, warning) = restored?;
                     self.warnings.push(warning);
@@ -343,15 +341,7 @@ impl Run<'_, '_> {
             "source: GitHub (no verified cache slot)"
         );
         let tree = self.next_dir("github");
-        let downloaded = download_normalized(
-            self.env.fetcher,
-            store,
-            module,
-            &repo,
-            commit.as_str(),
-            &path,
-            &tree,
-        )?;
+        let downloaded = download_normalized(github, store, &tree)?;
         self.warnings.extend(downloaded.warnings(module));
         // A kept repo snapshot that was changed, or a download that could not be kept.
         self.warnings.extend(self.env.fetcher.take_warnings());

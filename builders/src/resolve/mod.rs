@@ -36,7 +36,7 @@ mod github;
 mod local;
 mod oci;
 
-pub use download::{download_normalized, fetch_normalized, Downloaded, Fetched};
+pub use download::{download_normalized, fetch_normalized, Downloaded, Fetched, GithubPackage};
 pub use error::ResolutionError;
 
 /// Which pins may move.
