@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Cold `sync` of 100 plugins from 10 repositories (committed pack.lock, fresh store) against a
-# scripted curl + tar xzf + cp -al of the same archives (one after another, and 10 in parallel);
+# scripted curl + tar xzf + cp -al of the same archives (one after another, 10 in parallel, and one
+# after another ending with `sync -f`, as durable as a sync's publication);
 # building a generation of the 100 plugins for six agents against `cp -al` of the result; the
 # no-op sync of the same project (cli/benches/fetch_build.rs). Everything is local: the fake GitHub
 # on 127.0.0.1, private HOME and AGENTPACK_HOME per run.

@@ -9,7 +9,9 @@
 //! - **cold sync**: a fresh `AGENTPACK_HOME` with the committed `pack.lock` runs `agentpack sync`
 //!   (download, extract, verify, publish, render for six agents), against a bash script doing the
 //!   same downloads with `curl`, `tar xzf` each archive and `cp -al` each locked package
-//!   directory: one after another, and with the 10 downloads in parallel (`xargs -P 10`);
+//!   directory: one after another, and with the 10 downloads in parallel (`xargs -P 10`); and
+//!   the sequential script ending with `sync -f` (one `syncfs`), because a sync's packages are on
+//!   disk when it returns (the store flushes what it publishes) and the plain scripts' are not;
 //! - **generation build**: with every package in the store, a changed overlay file forces a new
 //!   generation; against `cp -al` of the resulting generation tree;
 //! - **no-op sync** of the same project (the fast path), for scale.
@@ -88,9 +90,19 @@ fn write_manifest(dir: &Path, deps: &[String]) {
     std::fs::write(dir.join("agentpack.toml"), text).unwrap();
 }
 
+/// How a floor script runs its downloads, and whether it flushes what it wrote.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Floor {
+    Sequential,
+    Parallel,
+    /// One after another, then `sync -f` of the result: as durable as a sync's publication.
+    Durable,
+}
+
 /// The floor: the same archives with curl, extracted with tar, each locked package linked with
-/// `cp -al`. `parallel`: the downloads and extractions run 10 at a time.
-fn floor_script(dir: &Path, api: &str, repos: &[Repository], parallel: bool) -> PathBuf {
+/// `cp -al`. [`Floor::Parallel`]: the downloads and extractions run 10 at a time.
+fn floor_script(dir: &Path, api: &str, repos: &[Repository], floor: Floor) -> PathBuf {
+    let parallel = floor == Floor::Parallel;
     let mut script =
         String::from("set -euo pipefail\ncd \"$1\"\nrm -rf work out\nmkdir work out\n");
     script.push_str("fetch() { mkdir -p \"work/$2\" && curl -sSf -o \"work/$2.tgz\" \"$API/repos/$1/tarball/$3\" && tar xzf \"work/$2.tgz\" -C \"work/$2\" --strip-components=1; }\nexport -f fetch\n");
@@ -118,10 +130,13 @@ fn floor_script(dir: &Path, api: &str, repos: &[Repository], parallel: bool) -> 
             script.push_str(&format!("cp -al work/r{index}/{path} out/r{index}-p{p}\n"));
         }
     }
-    let file = dir.join(if parallel {
-        "floor-parallel.sh"
-    } else {
-        "floor.sh"
+    if floor == Floor::Durable {
+        script.push_str("sync -f out\n");
+    }
+    let file = dir.join(match floor {
+        Floor::Sequential => "floor.sh",
+        Floor::Parallel => "floor-parallel.sh",
+        Floor::Durable => "floor-durable.sh",
     });
     std::fs::write(&file, script).unwrap();
     file
@@ -168,10 +183,12 @@ fn main() {
 
     // Cold sync from a committed lock, a fresh home each run; interleaved with the floors.
     let scratch = tempfile::tempdir().unwrap();
-    let sequential = floor_script(scratch.path(), &github.api_url(), &repos, false);
-    let parallel = floor_script(scratch.path(), &github.api_url(), &repos, true);
+    let sequential = floor_script(scratch.path(), &github.api_url(), &repos, Floor::Sequential);
+    let parallel = floor_script(scratch.path(), &github.api_url(), &repos, Floor::Parallel);
+    let durable = floor_script(scratch.path(), &github.api_url(), &repos, Floor::Durable);
     let baseline = std::env::var_os("AGENTPACK_BENCH_BASELINE").map(PathBuf::from);
     let (mut syncs, mut floors, mut parallel_floors) = (Vec::new(), Vec::new(), Vec::new());
+    let mut durable_floors = Vec::new();
     let mut baseline_syncs = Vec::new();
     let mut tarballs = Vec::new();
     let mut last = None;
@@ -196,6 +213,7 @@ fn main() {
             ));
         }
         parallel_floors.push(time_script(&parallel, scratch.path()));
+        durable_floors.push(time_script(&durable, scratch.path()));
         last = Some(home);
     }
     let home = last.unwrap();
@@ -233,6 +251,7 @@ fn main() {
     }
     let locked_files = count_files(&scratch.path().join("out"));
     let (sync, floor, parallel_floor) = (median(syncs), median(floors), median(parallel_floors));
+    let durable_floor = median(durable_floors);
 
     // Generation builds: every package in the store, a changed overlay forces a new generation.
     let mut builds = Vec::new();
@@ -270,12 +289,14 @@ fn main() {
 
     println!("| benchmark | result | notes |\n| --- | --- | --- |");
     println!(
-        "| cold `sync` of 100 plugins from 10 repositories, committed `pack.lock` | {} | {:.2}x the sequential floor ({}), {:.2}x the parallel floor ({}); {} archive downloads per run ({locked_files} locked files) |",
+        "| cold `sync` of 100 plugins from 10 repositories, committed `pack.lock` | {} | {:.2}x the sequential floor ({}), {:.2}x the parallel floor ({}), {:.2}x the sequential floor with one `sync -f` ({}); {} archive downloads per run ({locked_files} locked files) |",
         ms(sync),
         sync.as_secs_f64() / floor.as_secs_f64(),
         ms(floor),
         sync.as_secs_f64() / parallel_floor.as_secs_f64(),
         ms(parallel_floor),
+        sync.as_secs_f64() / durable_floor.as_secs_f64(),
+        ms(durable_floor),
         tarballs.iter().max().unwrap(),
     );
     println!(

@@ -145,20 +145,25 @@ fn two_repositories(gh: &FakeGitHub) -> (String, String, String) {
     (text, skills_commit, other_commit)
 }
 
+/// The lock an author's machine writes for `text`, in a home of its own.
+fn authored_lock(gh: &FakeGitHub, text: &str) -> agentpack_lockfile::lock::Lockfile {
+    let author = env();
+    resolve_with(
+        &author,
+        &fetcher(gh, &author),
+        author.store.as_ref(),
+        text,
+        None,
+    )
+    .unwrap()
+    .lock
+}
+
 #[test]
 fn a_cold_sync_hashes_each_package_once_and_keeps_both_downloads() {
     let gh = FakeGitHub::start();
     let (text, skills_commit, other_commit) = two_repositories(&gh);
-    let author = env();
-    let lock = resolve_with(
-        &author,
-        &fetcher(&gh, &author),
-        author.store.as_ref(),
-        &text,
-        None,
-    )
-    .unwrap()
-    .lock;
+    let lock = authored_lock(&gh, &text);
 
     // Another machine: the committed lock, an empty store.
     let cold = env();
@@ -200,16 +205,7 @@ fn a_cold_sync_hashes_each_package_once_and_keeps_both_downloads() {
 fn a_failed_fill_is_a_warning_when_the_walk_no_longer_needs_the_package() {
     let gh = FakeGitHub::start();
     let (text, _, other_commit) = two_repositories(&gh);
-    let author = env();
-    let lock = resolve_with(
-        &author,
-        &fetcher(&gh, &author),
-        author.store.as_ref(),
-        &text,
-        None,
-    )
-    .unwrap()
-    .lock;
+    let lock = authored_lock(&gh, &text);
     // acme/other's archive no longer matches the lock, and the manifest no longer wants it.
     gh.tamper_tarball("acme", "other", &other_commit);
     let without_c: String = text
