@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::{LOCK_FILE, MANIFEST_FILE};
 use crate::env::{self, EnvVars};
+use crate::project::Project;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct RollbackRecord {
@@ -28,24 +29,6 @@ struct RollbackRecord {
     announced: bool,
 }
 
-/// The project's two roots (the same directory when it has one).
-#[derive(Debug, Clone, Copy)]
-pub struct Roots<'a> {
-    /// Where `agentpack.toml` and `pack.lock` are.
-    pub definition: &'a Path,
-    /// The checkout whose `./.agents/` the sync reads.
-    pub workspace: &'a Path,
-}
-
-impl<'a> Roots<'a> {
-    pub fn of(project: &'a crate::project::Project) -> Self {
-        Self {
-            definition: &project.root,
-            workspace: &project.workspace,
-        }
-    }
-}
-
 fn record_path(state_dir: &Path, mode_dir: &str) -> PathBuf {
     state_dir.join("rollback").join(format!("{mode_dir}.json"))
 }
@@ -53,16 +36,16 @@ fn record_path(state_dir: &Path, mode_dir: &str) -> PathBuf {
 /// The digest of what a generation is built from, except the cache (whose entries the lock
 /// pins): the manifest's and the lock's bytes (in the definition root), the workspace's
 /// `./.agents/` metadata, the mode and the generation.
-fn inputs_digest(roots: Roots<'_>, mode: &str, generation: &Path) -> String {
+fn inputs_digest(project: &Project, mode: &str, generation: &Path) -> String {
     let dot_agents = env::var(EnvVars::AGENTPACK_DOT_AGENTS).as_deref() != Some("0");
     fingerprint::compute(&FingerprintInputs {
         // The record is the same for every launcher: one fixed agent, so records written earlier
         // still hold.
         agent: Some(Agent::Claude),
         mode: mode.to_owned(),
-        manifest: roots.definition.join(MANIFEST_FILE),
-        lock: roots.definition.join(LOCK_FILE),
-        overlay: dot_agents.then(|| roots.workspace.join(".agents")),
+        manifest: project.root.join(MANIFEST_FILE),
+        lock: project.root.join(LOCK_FILE),
+        overlay: dot_agents.then(|| project.workspace.join(".agents")),
         generation: generation.to_path_buf(),
         cache_entries: Vec::new(),
         toggles: vec![format!("dot_agents={dot_agents}")],
@@ -72,7 +55,7 @@ fn inputs_digest(roots: Roots<'_>, mode: &str, generation: &Path) -> String {
 /// Records that `mode` of the project was rolled back to `generation`.
 pub fn record(
     state_dir: &Path,
-    roots: Roots<'_>,
+    project: &Project,
     mode: &str,
     mode_dir: &str,
     generation: &Path,
@@ -80,7 +63,7 @@ pub fn record(
     let record = RollbackRecord {
         version: 1,
         generation: generation.to_path_buf(),
-        inputs: inputs_digest(roots, mode, generation),
+        inputs: inputs_digest(project, mode, generation),
         announced: false,
     };
     write(&record_path(state_dir, mode_dir), &record)
@@ -100,7 +83,7 @@ pub enum RolledBack {
 /// holds is removed. The first call that finds it holding marks it announced.
 pub fn check(
     state_dir: &Path,
-    roots: Roots<'_>,
+    project: &Project,
     mode: &str,
     mode_dir: &str,
     selected: Option<&Path>,
@@ -118,7 +101,7 @@ pub fn check(
     };
     let holds = selected == Some(record.generation.as_path())
         && record.generation.is_dir()
-        && inputs_digest(roots, mode, &record.generation) == record.inputs;
+        && inputs_digest(project, mode, &record.generation) == record.inputs;
     if !holds {
         clear(state_dir, mode_dir);
         return RolledBack::No;

@@ -79,21 +79,21 @@ impl TreeStamps {
     }
 
     /// Remembers that store path `name` was verified when its tree looked like `stamp`. Best
-    /// effort: a line that cannot be written only costs the next handle a re-hash.
+    /// effort: a line that cannot be written only costs the next handle a re-hash. `user_dir`
+    /// must exist (`Store::ensure_user_stamps_dir` makes it with the right modes).
     pub(crate) fn record(&self, user_dir: &Path, name: &StorePathName, stamp: String) {
         let Ok(mut state) = self.0.lock() else {
             return;
         };
         let loaded = state.get_or_insert_with(|| load(user_dir.join(TREE_TABLE)));
         let line = format!("{} {stamp}\n", name.as_str());
-        let appended = fs_err::create_dir_all(user_dir).is_ok()
-            && std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .mode(0o600)
-                .open(&loaded.table)
-                .and_then(|mut file| file.write_all(line.as_bytes()))
-                .is_ok();
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&loaded.table)
+            .and_then(|mut file| file.write_all(line.as_bytes()))
+            .is_ok();
         if appended {
             loaded.stamps.insert(name.as_str().to_string(), stamp);
         }
@@ -102,7 +102,11 @@ impl TreeStamps {
 
 fn load(table: PathBuf) -> Loaded {
     let mut stamps = HashMap::new();
-    if let Ok(text) = std::fs::read_to_string(&table) {
+    // A table this user does not own is not theirs to trust (as for the blob stamp table).
+    let text = std::fs::read_to_string(&table)
+        .ok()
+        .filter(|_| crate::fsutil::owner_of(&table) == Some(crate::fsutil::euid()));
+    if let Some(text) = text {
         for line in text.lines() {
             if let Some((name, stamp)) = line.split_once(' ') {
                 stamps.insert(name.to_string(), stamp.to_string());
@@ -146,6 +150,7 @@ mod tests {
     fn a_recorded_stamp_is_found_by_the_next_handle_and_the_last_line_wins() {
         let dir = tempfile::tempdir().unwrap();
         let user_dir = dir.path().join("stamps/1000");
+        std::fs::create_dir_all(&user_dir).unwrap();
         let name = StorePathName::from_inputs_for(b"a package", "pkg", 1000);
         let first = TreeStamps::default();
         assert!(!first.matches(&user_dir, &name, "s1"));

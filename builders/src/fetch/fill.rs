@@ -4,7 +4,8 @@
 //! It never publishes a package that does not match the lock's content hash, and never takes a
 //! package from GitHub once a repository failed (the error names the first package that needed it).
 
-use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use agentpack_lockfile::lock::{LockedPackage, Lockfile};
@@ -75,6 +76,8 @@ fn fill_groups(
 ) -> Result<Filled, ResolutionError> {
     // The packages to fill, by (repository, commit) in the order of the lock.
     let mut groups: Vec<((RepoId, String), Vec<&LockedPackage>)> = Vec::new();
+    // The index in `groups` of each (repository key, commit).
+    let mut group_of: HashMap<(String, String), usize> = HashMap::new();
     for package in &lock.packages {
         if !package.is_github() || package.content_hash.is_none() {
             continue;
@@ -84,12 +87,12 @@ fn fill_groups(
         }
         let repo = RepoId::new(package.owner.clone(), package.repo.clone());
         let commit = package.commit.as_str().to_ascii_lowercase();
-        match groups
-            .iter_mut()
-            .find(|((r, c), _)| r.key() == repo.key() && *c == commit)
-        {
-            Some((_, packages)) => packages.push(package),
-            None => groups.push(((repo, commit), vec![package])),
+        match group_of.entry((repo.key(), commit.clone())) {
+            Entry::Occupied(index) => groups[*index.get()].1.push(package),
+            Entry::Vacant(slot) => {
+                slot.insert(groups.len());
+                groups.push(((repo, commit), vec![package]));
+            }
         }
     }
     if groups.is_empty() {

@@ -252,13 +252,13 @@ fn fetch_one(
         );
         let downloaded = download_normalized(github, store, tree)?;
         let slot = store.publish(&package.cache_key, module, tree, &downloaded.content_hash)?;
-        store.record_executables(&slot, &downloaded.executables)?;
+        store.record_executables(&slot, &downloaded.fetched.executables)?;
         return Ok(One::Unverified(slot, true));
     };
     let download_verified = |tree: &Path| -> Result<BTreeSet<String>, ResolutionError> {
         let downloaded = download_normalized(github, store, tree)?;
         downloaded.check_matches(store, tree, expected, module, commit)?;
-        Ok(downloaded.executables)
+        Ok(downloaded.fetched.executables)
     };
     match store.check_slot(&package.cache_key, expected)? {
         SlotCheck::Verified(slot) => {

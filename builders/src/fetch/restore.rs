@@ -71,7 +71,7 @@ pub(crate) fn restore_damaged(
         cause: source,
     })?;
     let slot = store.publish_repairing(cache_key, module, tree, expected)?;
-    store.record_executables(&slot, &downloaded.executables)?;
+    store.record_executables(&slot, &downloaded.fetched.executables)?;
     let named = if files.is_empty() {
         "file modes or links".to_owned()
     } else {

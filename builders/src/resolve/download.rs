@@ -15,21 +15,17 @@ use crate::snapshot::SnapshotFetcher;
 
 use super::*;
 
-/// A GitHub package as downloaded: its content hash, and the links that could not be kept.
+/// A GitHub package as downloaded: its content hash, and what its copy reported.
 pub struct Downloaded {
     pub content_hash: ContentHash,
-    /// Package-relative paths of symbolic links written as empty files (absolute, or leaving the
-    /// package), as the extraction rule says.
-    pub links_emptied: Vec<String>,
-    /// Package-relative paths of regular files that were executable upstream (recorded in the
-    /// store with [`PackageStore::record_executables`]; the tree keeps them 0644).
-    pub executables: std::collections::BTreeSet<String>,
+    /// The links that could not be kept and the executable files (see [`Fetched`]).
+    pub fetched: Fetched,
 }
 
 impl Downloaded {
     /// One warning per emptied link, naming the package and the link.
     pub fn warnings(&self, module: &str) -> Vec<String> {
-        emptied_link_warnings(module, &self.links_emptied)
+        self.fetched.warnings(module)
     }
 
     /// Refuses this download, copied into `tree`, unless it matches the lock's `expected` hash.
@@ -77,8 +73,7 @@ pub fn download_normalized(
     let fetched = fetch_normalized(package, tree)?;
     Ok(Downloaded {
         content_hash: store.hash_tree(tree)?,
-        links_emptied: fetched.links_emptied,
-        executables: fetched.executables,
+        fetched,
     })
 }
 
@@ -86,16 +81,25 @@ pub fn download_normalized(
 /// it with the lock's content hash, which the store checks on the copy it publishes
 /// ([`crate::package_store::BatchEntryError::Mismatch`]), so the tree is hashed once.
 pub struct Fetched {
-    /// As [`Downloaded::links_emptied`].
+    /// Package-relative paths of symbolic links written as empty files (absolute, or leaving the
+    /// package), as the extraction rule says.
     pub links_emptied: Vec<String>,
-    /// As [`Downloaded::executables`].
+    /// Package-relative paths of regular files that were executable upstream (recorded in the
+    /// store with [`PackageStore::record_executables`]; the tree keeps them 0644).
     pub executables: std::collections::BTreeSet<String>,
 }
 
 impl Fetched {
-    /// As [`Downloaded::warnings`].
+    /// One warning per emptied link, naming the package and the link.
     pub fn warnings(&self, module: &str) -> Vec<String> {
-        emptied_link_warnings(module, &self.links_emptied)
+        self.links_emptied
+            .iter()
+            .map(|link| {
+                format!(
+                    "{module}: symbolic link {link} is absolute or leaves the package; not followed: the copy holds an empty file in its place\n  fix  ask the package's author to link inside the package with a relative path"
+                )
+            })
+            .collect()
     }
 }
 
@@ -111,9 +115,7 @@ pub fn fetch_normalized(
         commit,
         path,
     } = package;
-    let copied = fetcher.fetch_package(repo, commit, path, tree)?;
-    // The snapshot the package was copied from (a prefetch may have extracted only its packages).
-    let snapshot = fetcher.snapshot_for(repo, commit, path)?;
+    let (copied, snapshot) = fetcher.fetch_package_from_snapshot(repo, commit, path, tree)?;
     // Links emptied when the archive was extracted (repository-relative), and when the package was
     // copied out of it (package-relative: they left the package).
     let prefix = if path.is_empty() {
@@ -143,16 +145,4 @@ pub fn fetch_normalized(
         links_emptied,
         executables: normalized.with_copied_executables(&copied.executables),
     })
-}
-
-/// One warning per emptied link, naming the package and the link.
-fn emptied_link_warnings(module: &str, links_emptied: &[String]) -> Vec<String> {
-    links_emptied
-        .iter()
-        .map(|link| {
-            format!(
-                "{module}: symbolic link {link} is absolute or leaves the package; not followed: the copy holds an empty file in its place\n  fix  ask the package's author to link inside the package with a relative path"
-            )
-        })
-        .collect()
 }

@@ -365,7 +365,7 @@ impl Run<'_, '_> {
             Some(existing) => existing,
             None => store.publish(&cache_key, module, &tree, &content_hash)?,
         };
-        store.record_executables(&published, &downloaded.executables)?;
+        store.record_executables(&published, &downloaded.fetched.executables)?;
         self.node(
             module,
             &repo,

@@ -338,6 +338,19 @@ impl SnapshotFetcher {
         path: &str,
         destination: &Path,
     ) -> Result<ExtractReport, FetchError> {
+        self.fetch_package_from_snapshot(repo, commit, path, destination)
+            .map(|(copied, _)| copied)
+    }
+
+    /// [`SnapshotFetcher::fetch_package`], and the snapshot the package was copied from (a prefetch
+    /// may have extracted only its packages): what its extraction reported is the package's too.
+    pub(crate) fn fetch_package_from_snapshot(
+        &self,
+        repo: &RepoId,
+        commit: &str,
+        path: &str,
+        destination: &Path,
+    ) -> Result<(ExtractReport, Arc<RepoSnapshot>), FetchError> {
         let clean = extract::clean_relative(path).map_err(|source| FetchError::Unsafe {
             repo: repo.clone(),
             commit: commit.to_owned(),
@@ -365,7 +378,7 @@ impl SnapshotFetcher {
                 });
             }
         }
-        extract::copy_package_tree_with_executables(
+        let copied = extract::copy_package_tree_with_executables(
             &snapshot.root,
             &clean,
             destination,
@@ -375,6 +388,7 @@ impl SnapshotFetcher {
             repo: repo.clone(),
             commit: commit.to_owned(),
             cause: Box::new(source),
-        })
+        })?;
+        Ok((copied, snapshot))
     }
 }

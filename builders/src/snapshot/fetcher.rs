@@ -228,17 +228,4 @@ impl SnapshotFetcher {
                 .collect()
         })
     }
-
-    /// A snapshot of `repo` at `commit` that holds `path` (repository-relative): the one a prefetch
-    /// of its packages extracted, or the whole tree.
-    pub fn snapshot_for(
-        &self,
-        repo: &RepoId,
-        commit: &str,
-        path: &str,
-    ) -> Result<Arc<RepoSnapshot>, FetchError> {
-        let wanted = [path.trim_matches('/').to_owned()];
-        self.shared
-            .snapshot_covering(repo, commit, Some(&wanted), None, Keep::Now)
-    }
 }

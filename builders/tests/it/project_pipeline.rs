@@ -219,7 +219,7 @@ fn a_mode_the_manifest_does_not_declare_is_refused_with_the_fix() {
 #[test]
 fn a_read_only_session_inspects_plans_the_same_plan_and_writes_nothing() {
     let world = World::new();
-    // Never synced: no store at all. The read-only session opens it as empty.
+    // A read-only session over `world`'s store (a store nobody made yet opens as empty).
     let read_only = |world: &World| {
         let store = Store::open_read_only(
             &world.roots.agentpack_home.join("cache"),

@@ -50,13 +50,14 @@ pub fn entry_bytes(entry: &PlanEntry) -> Result<Vec<u8>> {
 
 /// The category a contract names, as the loader's kind.
 pub fn kind_of(category: &str) -> Option<ArtifactKind> {
-    Some(match category {
-        "skill" => ArtifactKind::Skill,
-        "command" => ArtifactKind::Command,
-        "agent" => ArtifactKind::Agent,
-        "rule" => ArtifactKind::Rule,
-        _ => return None,
-    })
+    [
+        ArtifactKind::Skill,
+        ArtifactKind::Command,
+        ArtifactKind::Agent,
+        ArtifactKind::Rule,
+    ]
+    .into_iter()
+    .find(|kind| kind.as_str() == category)
 }
 
 /// The package trees and the overlay, loaded on first use.

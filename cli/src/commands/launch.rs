@@ -98,7 +98,7 @@ pub fn run(ctx: &Context, agent: Agent, args: &LaunchArgs) -> Result<ExitCode> {
     let (staged, fast) = match fast_path(ctx, &project, agent, read.files())? {
         Some(staged) => (staged, true),
         None => {
-            let staged = stage_for_launch(ctx, agent, &store)?;
+            let staged = stage_for_launch(ctx, &project, agent, &store)?;
             if let Err(error) = record_fast_path(ctx, &project, agent, &staged) {
                 output::warn(&format!(
                     "the next launch will sync again: cannot record this one ({error:#})"

@@ -280,7 +280,7 @@ pub fn run_rollback(ctx: &Context, args: &RollbackArgs) -> Result<ExitCode> {
     // The rollback stays selected until the inputs change or a sync is asked for.
     crate::rollback_record::record(
         &project.state_dir(),
-        crate::rollback_record::Roots::of(&project),
+        &project,
         &name,
         &mode_dir,
         path.path(),

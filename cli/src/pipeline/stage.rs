@@ -123,22 +123,22 @@ pub fn stage_resolved(
 }
 
 /// A launcher's staging: a full sync of the mode for `agent` only, under the project lock, over
-/// the store the launcher opened.
+/// the project and store the launcher already has (discovered and opened once per launch).
 pub fn stage_for_launch(
     ctx: &Context,
+    project: &Project,
     agent: Agent,
     store: &std::sync::Arc<agentpack_store::Store>,
 ) -> Result<Staged> {
-    let project = Project::discover(ctx)?;
     let _lock = crate::project_lock::ProjectLock::acquire(&project.state_dir(), &project.root)?;
-    let mut session = super::open_with_store(&project, std::sync::Arc::clone(store))?;
+    let mut session = super::open_with_store(project, std::sync::Arc::clone(store))?;
     let policy = ResolvePolicy::Sync {
         update: UpdatePolicy::KeepPins,
         repair: false,
     };
     sync(
         ctx,
-        &project,
+        project,
         &mut session,
         &policy,
         StageOptions {
@@ -244,7 +244,7 @@ fn stage_rolled_back(
         announce,
     } = rollback_record::check(
         &state_dir,
-        rollback_record::Roots::of(project),
+        project,
         &mode.name,
         &mode.dir,
         selected.as_deref(),

@@ -936,12 +936,7 @@ impl Remotes {
         let registry = NpmRegistry::start();
         registry.publish(
             NpmPackage::new("@demo/mcp", "1.0.0")
-                .field("bin", serde_json::json!({"demo-mcp": "cli.js"}))
-                .file(
-                    "cli.js",
-                    "#!/usr/bin/env node\nconsole.log('demo');\n",
-                    true,
-                ),
+                .bin_script("demo-mcp", "#!/usr/bin/env node\nconsole.log('demo');\n"),
         );
         Self {
             gh: FakeGitHub::start(),

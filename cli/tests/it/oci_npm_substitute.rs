@@ -32,12 +32,7 @@ fn npm_registry() -> NpmRegistry {
     registry.publish(
         NpmPackage::new("@demo/mcp", "1.1.0")
             .dependency("dep-b", "^1.0.0")
-            .field("bin", json!({"demo-mcp": "cli.js"}))
-            .file(
-                "cli.js",
-                "#!/usr/bin/env node\nconsole.log(JSON.stringify({argv: process.argv.slice(2), b: require('dep-b')}));\n",
-                true,
-            ),
+            .bin_script("demo-mcp", "#!/usr/bin/env node\nconsole.log(JSON.stringify({argv: process.argv.slice(2), b: require('dep-b')}));\n"),
     );
     registry
 }

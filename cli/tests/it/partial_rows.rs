@@ -578,9 +578,7 @@ fn reads_print_what_they_wrote_and_lock_needs_nothing_it_has() {
     // A plain `lock` with every MCP server pinned asks the registry nothing.
     let registry = NpmRegistry::start();
     registry.publish(
-        NpmPackage::new("@demo/mcp", "1.1.0")
-            .field("bin", serde_json::json!({"demo-mcp": "cli.js"}))
-            .file("cli.js", "#!/usr/bin/env node\n", true),
+        NpmPackage::new("@demo/mcp", "1.1.0").bin_script("demo-mcp", "#!/usr/bin/env node\n"),
     );
     world.skill_repo("skills", "demo");
     world.write(

@@ -26,12 +26,7 @@ impl World {
         let registry = NpmRegistry::start();
         registry.publish(
             NpmPackage::new("@demo/mcp", "1.1.0")
-                .field("bin", json!({"demo-mcp": "cli.js"}))
-                .file(
-                    "cli.js",
-                    "#!/usr/bin/env node\nconsole.log('demo');\n",
-                    true,
-                ),
+                .bin_script("demo-mcp", "#!/usr/bin/env node\nconsole.log('demo');\n"),
         );
         let world = Self {
             home: IsolatedHome::new(),

@@ -505,8 +505,7 @@ fn npm_world() -> (IsolatedHome, agentpack_test_support::NpmRegistry) {
     let registry = NpmRegistry::start();
     registry.publish(
         NpmPackage::new("@demo/mcp", "1.1.0")
-            .field("bin", serde_json::json!({"demo-mcp": "cli.js"}))
-            .file("cli.js", "#!/usr/bin/env node\nconsole.log('hi');\n", true),
+            .bin_script("demo-mcp", "#!/usr/bin/env node\nconsole.log('hi');\n"),
     );
     (home, registry)
 }

@@ -126,14 +126,32 @@ impl Store {
     fn loaded_stamps(&self) -> Option<std::sync::MutexGuard<'_, crate::stamps::StampState>> {
         let mut state = self.link_caches.stamps()?;
         if state.table.is_none() {
-            let table = self
-                .dir
-                .join(STAMPS)
-                .join(fsutil::euid().to_string())
-                .join(crate::stamps::STAMP_TABLE);
-            state.load(table);
+            state.load(self.user_stamps_dir().join(crate::stamps::STAMP_TABLE));
         }
         Some(state)
+    }
+
+    /// `stamps/<uid>/`: where this user keeps its blob stamp table and its tree table.
+    pub(crate) fn user_stamps_dir(&self) -> PathBuf {
+        self.dir.join(STAMPS).join(fsutil::euid().to_string())
+    }
+
+    /// Creates `stamps/` (with the store's mutable-directory mode, so every user of a shared store
+    /// can add their own) and `stamps/<uid>/` (0700) when missing; `false` when `stamps/` cannot be
+    /// made usable. Best effort, like every stamp.
+    pub(crate) fn ensure_user_stamps_dir(&self) -> bool {
+        let stamps = self.dir.join(STAMPS);
+        if !stamps.is_dir()
+            && std::fs::create_dir(&stamps).is_ok()
+            && set_mode(&stamps, self.dir_mode).is_err()
+        {
+            return false;
+        }
+        let mine = self.user_stamps_dir();
+        if !mine.is_dir() && std::fs::create_dir(&mine).is_ok() {
+            let _ = set_mode(&mine, 0o700);
+        }
+        true
     }
 
     /// Records `stamp` as what the blob file of `id` looks like now (after verifying or linking
@@ -171,19 +189,9 @@ impl Store {
         if state.dirty.is_empty() {
             return;
         }
-        let stamps = self.dir.join(STAMPS);
-        if !stamps.is_dir()
-            && std::fs::create_dir(&stamps).is_ok()
-            && set_mode(&stamps, self.dir_mode).is_err()
-        {
-            return;
+        if self.ensure_user_stamps_dir() {
+            let _ = state.append_dirty();
         }
-        if let Some(mine) = state.table.as_deref().and_then(Path::parent) {
-            if !mine.is_dir() && std::fs::create_dir(mine).is_ok() {
-                let _ = set_mode(mine, 0o700);
-            }
-        }
-        let _ = state.append_dirty();
     }
 
     /// Drops from this user's stamp table the stamps of blobs that are gone (GC, after its sweep):

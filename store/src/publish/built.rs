@@ -88,20 +88,14 @@ impl std::fmt::Debug for StagedBuilt {
     }
 }
 
-/// A staged tree, its build directory (locked) and the store lock held until it is placed.
+/// A staged tree, its build directory (locked, removed when dropped) and the store lock held
+/// until it is placed.
 struct PendingBuilt {
     staged: Option<Staged>,
-    base: PathBuf,
+    _build_dir: crate::StoreTempDir,
     /// The ticket of the first flush that covers it ([`FlushCount`]).
     ticket: u64,
-    _build_lock: std::fs::File,
     _store_lock: Option<crate::lock::FileLock>,
-}
-
-impl Drop for PendingBuilt {
-    fn drop(&mut self) {
-        let _ = fsutil::remove_tree(&self.base);
-    }
 }
 
 /// Check every planned path; return the directories to create (parents first) and the plan order.
@@ -291,22 +285,21 @@ impl Store {
                 state: Staging::Existing(existing),
             });
         }
-        let (base, build_lock) = self.new_build_dir(prefix)?;
-        let out = base.join("out");
+        let build_dir = self.build_dir(prefix, "out")?;
+        let out = build_dir.path();
         let staged = (|| {
-            fs_err::create_dir(&out).ctx("create", &out)?;
-            let entries = fill(&out)?;
+            fs_err::create_dir(out).ctx("create", out)?;
+            let entries = fill(out)?;
             let meta = new_meta(name, kind, None, references, entries);
-            self.stage(&base, &out, name.clone(), meta)
+            self.stage(build_dir.base(), out, name.clone(), meta)
         })();
         self.flush_stamps();
         // Read once the tree is sealed and hidden: the flush that takes this ticket or a later
         // one covers it. On an error, dropping `pending` removes the build directory.
         let mut pending = PendingBuilt {
             staged: None,
-            base,
+            _build_dir: build_dir,
             ticket: self.flushes.next(),
-            _build_lock: build_lock,
             _store_lock: store_lock,
         };
         pending.staged = Some(staged?);

@@ -39,13 +39,13 @@ impl<'a> PackageTree<'a> {
     }
 }
 
-/// A tree of a batch after its build: staged for the flush, or already in the store.
+/// A tree of a batch after its build: staged for the flush (with its build directory, removed
+/// when dropped, placed or not), or already in the store.
 enum Built {
     Existing(StorePath),
     Staged {
         staged: Box<Staged>,
-        base: std::path::PathBuf,
-        _build_lock: std::fs::File,
+        _build_dir: crate::StoreTempDir,
     },
 }
 
@@ -66,10 +66,7 @@ impl Store {
         {
             return Ok(());
         }
-        let user_dir = self
-            .dir
-            .join(super::blob::STAMPS)
-            .join(fsutil::euid().to_string());
+        let user_dir = self.user_stamps_dir();
         // Taken before the content is read: a change while it is hashed shows next time.
         let stamp = crate::tree_stamps::tree_stamp(existing.path());
         if stamp
@@ -91,7 +88,7 @@ impl Store {
                 detail: format!("its tree hash is {actual}, not {expected}"),
             });
         }
-        if let Some(stamp) = stamp {
+        if let Some(stamp) = stamp.filter(|_| self.ensure_user_stamps_dir()) {
             self.tree_stamps.record(&user_dir, existing.name(), stamp);
         }
         if let Ok(mut verified) = self.verified.lock() {
@@ -175,11 +172,7 @@ impl Store {
         for built in built {
             results.push(built.and_then(|built| match built {
                 Built::Existing(path) => Ok(path),
-                Built::Staged { staged, base, .. } => {
-                    let placed = self.place(*staged);
-                    let _ = fsutil::remove_tree(&base);
-                    placed
-                }
+                Built::Staged { staged, .. } => self.place(*staged),
             }));
         }
         if staged_any {
@@ -196,15 +189,15 @@ impl Store {
     /// content already in the store is used as it is: verified first when another user published
     /// it, or, with `replace_damaged`, replaced by the fresh tree when it no longer matches its hash.
     fn build_new(&self, tree: &PackageTree<'_>, replace_damaged: bool) -> Result<Built> {
-        let (base, build_lock) = self.new_build_dir("pkg-")?;
-        let out = base.join("out");
+        let build_dir = self.build_dir("pkg-", "out")?;
+        let out = build_dir.path();
         let staged = (|| {
             let (entries, actual) =
-                self.build_package(tree.src, &out, tree.expected, replace_damaged)?;
+                self.build_package(tree.src, out, tree.expected, replace_damaged)?;
             let name = StorePathName::from_tree_hash(&actual, tree.label);
             let Some(existing) = self.published(&name) else {
                 let meta = new_meta(&name, PathKind::Package, Some(actual), &[], entries);
-                return self.stage(&base, &out, name, meta).map(Ok);
+                return self.stage(build_dir.base(), out, name, meta).map(Ok);
             };
             if !replace_damaged {
                 self.verify_foreign_package(&existing, &actual)?;
@@ -222,7 +215,7 @@ impl Store {
                             detail: format!("its tree hash is {found}, not {actual}"),
                         });
                     }
-                    crate::verify::replace_store_path(self, &out, existing.path())?;
+                    crate::verify::replace_store_path(self, out, existing.path())?;
                     let meta = new_meta(&name, PathKind::Package, Some(actual), &[], entries);
                     let meta_path = self.meta_path(name.as_str());
                     agentpack_fs::write_file(&meta_path, &meta.to_bytes(), &self.meta_write())?;
@@ -230,21 +223,14 @@ impl Store {
             }
             Ok(Err(existing))
         })();
-        match staged {
-            Ok(Ok(staged)) => Ok(Built::Staged {
+        // An existing path or an error drops the build directory (removing it) here.
+        Ok(match staged? {
+            Ok(staged) => Built::Staged {
                 staged: Box::new(staged),
-                base,
-                _build_lock: build_lock,
-            }),
-            Ok(Err(existing)) => {
-                let _ = fsutil::remove_tree(&base);
-                Ok(Built::Existing(existing))
-            }
-            Err(error) => {
-                let _ = fsutil::remove_tree(&base);
-                Err(error)
-            }
-        }
+                _build_dir: build_dir,
+            },
+            Err(existing) => Built::Existing(existing),
+        })
     }
 
     /// Import `src` into `out` and check the result. If the built tree does not match but `src` does,

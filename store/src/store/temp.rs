@@ -28,6 +28,12 @@ impl StoreTempDir {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// The locked build directory holding [`StoreTempDir::path`] (and, while publishing, the
+    /// metadata of the tree built there).
+    pub(crate) fn base(&self) -> &Path {
+        &self.base
+    }
 }
 
 impl Drop for StoreTempDir {
@@ -39,12 +45,18 @@ impl Drop for StoreTempDir {
 impl Store {
     /// A new private build directory under `.tmp/`, locked so GC leaves it alone while the guard lives.
     pub fn temp_dir(&self) -> Result<StoreTempDir> {
-        let (base, lock) = self.new_build_dir("work-")?;
-        let path = base.join("tree");
-        fs_err::create_dir(&path).ctx("create", &path)?;
+        let dir = self.build_dir("work-", "tree")?;
+        fs_err::create_dir(dir.path()).ctx("create", dir.path())?;
+        Ok(dir)
+    }
+
+    /// A new locked build directory `.tmp/<prefix><unique>/` whose [`StoreTempDir::path`] is
+    /// `<inner>` inside it (not created); dropped, the whole build directory is removed.
+    pub(crate) fn build_dir(&self, prefix: &str, inner: &str) -> Result<StoreTempDir> {
+        let (base, lock) = self.new_build_dir(prefix)?;
         Ok(StoreTempDir {
+            path: base.join(inner),
             base,
-            path,
             _lock: lock,
         })
     }

@@ -38,16 +38,18 @@ pub fn skill_md(name: &str) -> String {
 
 /// The workspace's `examples/` directory (the example packages the docs use).
 ///
-/// Found from the `CARGO_MANIFEST_DIR` cargo sets when it runs a test (the crate under test,
-/// one level below the workspace root), falling back to this crate's own directory at build time:
-/// one target directory may serve several checkouts (CI keeps it outside the clone), and a test
+/// Found from the `CARGO_MANIFEST_DIR` cargo sets when it runs a test (the crate under test):
+/// the `examples/` of the workspace root above it, falling back to this crate's own directory at
+/// build time: one target directory may serve several checkouts (CI keeps it outside the clone), and a test
 /// built in one must read the examples of the checkout it runs in.
 pub fn examples_dir() -> PathBuf {
     let at_run_time = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
     at_run_time
         .iter()
-        .flat_map(|crate_dir| crate_dir.ancestors().map(|dir| dir.join("examples")))
-        .find(|candidate| candidate.is_dir())
+        .flat_map(|crate_dir| crate_dir.ancestors())
+        // The workspace root (it holds `Cargo.lock`), never a crate's own cargo `examples/`.
+        .find(|dir| dir.join("Cargo.lock").is_file() && dir.join("examples").is_dir())
+        .map(|root| root.join("examples"))
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples"))
 }
 

@@ -62,6 +62,13 @@ impl NpmPackage {
         self
     }
 
+    /// Adds the executable `cli.js` with `script` and names it the package's one bin, `bin`
+    /// (what an MCP server package launched by `npx` ships).
+    pub fn bin_script(self, bin: &str, script: &str) -> Self {
+        self.field("bin", json!({ bin: "cli.js" }))
+            .file("cli.js", script, true)
+    }
+
     /// The full `package.json`.
     pub fn package_json(&self) -> Value {
         let mut value = self.manifest.clone();

@@ -173,15 +173,9 @@ fn skill_files(dir: &Path, depth: usize, budget: &mut usize, files: &mut Vec<Pat
 
 /// The name a `SKILL.md` declares in its front matter, else its directory's name.
 fn skill_name(file: &Path) -> String {
-    let declared = fs_err::read_to_string(file).ok().and_then(|text| {
-        let front = text.strip_prefix("---")?;
-        let end = front.find("\n---")?;
-        front[..end].lines().find_map(|line| {
-            let value = line.strip_prefix("name:")?.trim();
-            let value = value.trim_matches(|c| c == '"' || c == '\'');
-            (!value.is_empty()).then(|| value.to_owned())
-        })
-    });
+    let declared = fs_err::read_to_string(file)
+        .ok()
+        .and_then(|text| agentpack_harness::render::frontmatter::parse(&text).text("name"));
     declared.unwrap_or_else(|| {
         file.parent()
             .and_then(Path::file_name)
