@@ -138,6 +138,10 @@ pub fn parse_tag(tag: &str) -> Option<Version> {
     Version::parse(bare).ok()
 }
 
+/// The shortest all-digit string [`classify_ref`] reads as a short commit (git's default
+/// abbreviation length).
+pub const SHORT_COMMIT_DIGITS: usize = 7;
+
 /// What a bare manifest string (or an `@ref` suffix) means.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RefKind {
@@ -154,10 +158,17 @@ pub enum RefKind {
 /// digit is a constraint when it parses as one (`1.2.3`, `1.x`) and a name otherwise
 /// (`2024-05-release`); everything else (`main`, `v2.1.0`, `release/1.x`) is a branch or tag name.
 /// A release branch literally named `1.x` needs the table form `{ branch = "1.x" }`.
+///
+/// A run of [`SHORT_COMMIT_DIGITS`] or more decimal digits alone is a short commit that happens to
+/// have no hex letter (`7959378132`), not a major version: one in about a hundred 10-digit
+/// abbreviations looks like that. A major version that large needs `^` or `{ version = ... }`.
 pub fn classify_ref(text: &str) -> Result<RefKind, VersionError> {
     let trimmed = text.trim();
     if let Ok(commit) = CommitSha::parse(trimmed) {
         return Ok(RefKind::Commit(commit));
+    }
+    if trimmed.len() >= SHORT_COMMIT_DIGITS && trimmed.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(RefKind::Name(trimmed.to_owned()));
     }
     if trimmed.starts_with(['^', '~', '=', '<', '>', '*']) {
         return VersionConstraint::parse(trimmed).map(RefKind::Constraint);
@@ -261,6 +272,11 @@ mod tests {
             RefKind::Name("2024-05-release".into())
         );
         assert_eq!(c("f359d43"), RefKind::Name("f359d43".into()));
+        // A short commit with no hex letter is still a commit, not a major version.
+        assert_eq!(c("7959378132"), RefKind::Name("7959378132".into()));
+        assert_eq!(c("1234567"), RefKind::Name("1234567".into()));
+        assert!(matches!(c("123456"), RefKind::Constraint(_)));
+        assert!(matches!(c("^7959378132"), RefKind::Constraint(_)));
         let sha = "A1B2C3D4E5F6A1B2C3D4E5F6A1B2C3D4E5F6A1B2";
         assert_eq!(c(sha), RefKind::Commit(CommitSha::parse(sha).unwrap()));
         assert!(classify_ref("^1.x.y").is_err());
