@@ -6,14 +6,76 @@
 # no-op sync of the same project (cli/benches/fetch_build.rs). Everything is local: the fake GitHub
 # on 127.0.0.1, private HOME and AGENTPACK_HOME per run.
 #
-# Usage: bench/fetch-build.sh              (from anywhere; builds with the bench profile)
+# The filesystem measured: by default a dedicated ext4 made for the run (an image file mounted on a
+# loop device, its image in /dev/shm), so the flushes of a sync (`syncfs`) and of the durable floor
+# (`sync -f`) wait for this run's dirty pages only, never for what other builds of the machine left
+# dirty on the shared disk. The fake GitHub's repositories, every AGENTPACK_HOME, project and staging
+# root, and the floors' output all live on it (TMPDIR points there); it is unmounted and removed at
+# the end. Without root or a free loop device the script says why and stops (AGENTPACK_BENCH_FS=tmp
+# measures in $TMPDIR as before).
+#
+# Usage: bench/fetch-build.sh              (from anywhere; builds with the bench profile; root for the
+#                                          loop mount)
 #   AGENTPACK_BENCH_RUNS=5                 runs per side (medians)
+#   AGENTPACK_BENCH_FS=loop                loop (the dedicated ext4, default) or tmp ($TMPDIR as it is)
+#   AGENTPACK_BENCH_IMAGE_DIR=/dev/shm     where the loop image lives (/var/tmp: an image on the disk)
+#   AGENTPACK_BENCH_IMAGE_MB=2048          its size (sparse)
 #   AGENTPACK_BENCH_STRACE=/tmp/s.txt      one more cold sync under `strace -f -c -w`, summary there,
 #                                          and one under `strace -e trace=openat` (opens per locked file)
+#   AGENTPACK_BENCH_PERF=/tmp/perf.data   one more cold sync under `perf record -g`, its data there
+#   AGENTPACK_BENCH_LOG=/tmp/sync.log      one more cold sync with `-v`, each line stamped (ms since start)
 #   AGENTPACK_BENCH_BASELINE=/tmp/old/agentpack  also time (and trace) that binary's cold sync,
 #                                          interleaved in every round: a before/after ratio in one run
 #   AGENTPACK_BENCH_BIN=/tmp/new/agentpack   measure that copy instead of target/release/agentpack
+#   AGENTPACK_BENCH_ONLY=cold-sync         skip the generation build and the no-op sync
 # Prints a Markdown table; docs/src/benchmarks.md records a run with this command line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec cargo bench -p agentpack-cli --bench fetch_build -- --bench
+
+bench=(cargo bench -p agentpack-cli --bench fetch_build)
+fs="${AGENTPACK_BENCH_FS:-loop}"
+case "$fs" in
+  tmp)
+    echo "filesystem: \$TMPDIR (${TMPDIR:-/tmp}) as it is: $(df --output=fstype "${TMPDIR:-/tmp}" | tail -1 | tr -d ' ')"
+    exec "${bench[@]}" -- --bench
+    ;;
+  loop) ;;
+  *)
+    echo "AGENTPACK_BENCH_FS=$fs: use loop or tmp" >&2
+    exit 2
+    ;;
+esac
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "skipped: the dedicated filesystem needs root to mount a loop device (AGENTPACK_BENCH_FS=tmp measures in \$TMPDIR)" >&2
+  exit 0
+fi
+if ! command -v mkfs.ext4 >/dev/null || ! losetup -f >/dev/null 2>&1; then
+  echo "skipped: no mkfs.ext4 or no free loop device (AGENTPACK_BENCH_FS=tmp measures in \$TMPDIR)" >&2
+  exit 0
+fi
+
+# Build before mounting: a build takes minutes and needs nothing of the mount.
+"${bench[@]}" --no-run
+
+image_dir="${AGENTPACK_BENCH_IMAGE_DIR:-/dev/shm}"
+image=$(mktemp "$image_dir/agentpack-fetch-build.XXXXXX.img")
+mnt=$(mktemp -d /tmp/agentpack-fetch-build-mnt.XXXXXX)
+cleanup() {
+  if mountpoint -q "$mnt"; then
+    umount "$mnt" || umount -l "$mnt" || true
+  fi
+  rmdir "$mnt" 2>/dev/null || true
+  rm -f "$image"
+}
+trap cleanup EXIT
+truncate -s "${AGENTPACK_BENCH_IMAGE_MB:-2048}M" "$image"
+mkfs.ext4 -q -F "$image"
+if ! mount -o loop "$image" "$mnt"; then
+  echo "skipped: cannot mount a loop device here (AGENTPACK_BENCH_FS=tmp measures in \$TMPDIR)" >&2
+  exit 0
+fi
+mkdir "$mnt/tmp"
+chmod 1777 "$mnt/tmp"
+echo "filesystem: ext4 on $(findmnt -n -o SOURCE "$mnt"), image $image (${AGENTPACK_BENCH_IMAGE_MB:-2048} MiB, on $(df --output=fstype "$image_dir" | tail -1 | tr -d ' ')), mounted at $mnt"
+TMPDIR="$mnt/tmp" "${bench[@]}" -- --bench

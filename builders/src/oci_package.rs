@@ -28,7 +28,7 @@ use agentpack_lockfile::validate::{CacheKey, CommitSha, ContentHash};
 
 use crate::normalize::{self, NormalizeContext};
 use crate::oci::{OciError, OciReference, OciRepository};
-use crate::package_store::{PackageStore, SlotCheck, TreeMatch};
+use crate::package_store::{OnExisting, PackageStore, SlotCheck, TreeMatch};
 use crate::resolve::ResolutionError;
 use crate::snapshot::SnapshotFetcher;
 
@@ -211,7 +211,8 @@ pub fn materialize(
                 if let Some(executables) = crate::substitute::package_from_substituters(
                     fetcher, store, module, expected, tree,
                 ) {
-                    let slot = store.publish(&cache_key, module, tree, expected)?;
+                    let slot =
+                        store.publish(&cache_key, module, tree, expected, OnExisting::Keep)?;
                     store.record_executables(&slot, &executables)?;
                     return Ok(Materialized {
                         entry: entry(&slot, expected.clone())?,
@@ -241,8 +242,8 @@ pub fn materialize(
     }
     let content_hash = expected.cloned().unwrap_or(content_hash);
     let slot = match damaged {
-        Some(false) => store.publish(&cache_key, module, tree, &content_hash)?,
-        Some(true) => store.publish_repairing(&cache_key, module, tree, &content_hash)?,
+        Some(false) => store.publish(&cache_key, module, tree, &content_hash, OnExisting::Keep)?,
+        Some(true) => store.publish(&cache_key, module, tree, &content_hash, OnExisting::Repair)?,
         None => store.verified_or_publish(&cache_key, module, tree, &content_hash)?,
     };
     store.record_executables(&slot, &executables)?;

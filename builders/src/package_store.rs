@@ -3,7 +3,8 @@
 //!
 //! Resolution and fetching need: hash a tree (`sha256-tree-v1`), compare a tree with a lock's digest
 //! (exact, or the documented legacy rule), read a slot verified against a digest, publish (or, for
-//! repair, replace) a verified tree into a slot, and a scratch directory on the store's filesystem.
+//! repair, replace: [`OnExisting`]) a verified tree into a slot, and a scratch directory on the
+//! store's filesystem.
 //! [`PackageStore`] names exactly that. [`StoreMetadataCache`] keeps GitHub ref/tag lookups in the
 //! store's index. This module never prints; the store's own warnings stay in the store
 //! (`Store::take_warnings`) for the cli to collect.
@@ -85,6 +86,18 @@ impl ScratchDir {
     }
 }
 
+/// What [`PackageStore::publish`] does when the store path named by the tree's content already
+/// exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnExisting {
+    /// Keep it: a store path is named by its content, so it holds this tree.
+    Keep,
+    /// `--repair`: it was damaged (changed in place); replace it by the tree (and only it: other
+    /// store paths sharing its damaged files are left for their own checks). The result verifies
+    /// against the content hash.
+    Repair,
+}
+
 /// One verified tree of a [`PackageStore::publish_batch`]: what [`PackageStore::publish`] takes.
 #[derive(Debug, Clone, Copy)]
 pub struct BatchEntry<'a> {
@@ -140,31 +153,22 @@ pub trait PackageStore: Sync {
     fn mark_rebuildable(&self, cache_key: &CacheKey) -> Result<(), StoreAccessError>;
 
     /// Publishes `tree` (already verified to hash to `content_hash`) and points the slot of `cache_key`
-    /// at it, replacing what the slot held. Returns the published directory.
+    /// at it, replacing what the slot held; `on_existing` says what becomes of a store path of this
+    /// content that already exists. Returns the published directory.
     fn publish(
         &self,
         cache_key: &CacheKey,
         label: &str,
         tree: &Path,
         content_hash: &ContentHash,
+        on_existing: OnExisting,
     ) -> Result<PathBuf, StoreAccessError>;
 
-    /// Like [`PackageStore::publish`] for `--repair`: when the store path named by this content already
-    /// exists but was damaged, it is replaced by `tree` (and only it: other store paths sharing its
-    /// damaged files are left for their own checks). The result verifies against `content_hash`.
-    fn publish_repairing(
-        &self,
-        cache_key: &CacheKey,
-        label: &str,
-        tree: &Path,
-        content_hash: &ContentHash,
-    ) -> Result<PathBuf, StoreAccessError>;
-
-    /// Publishes every tree of `entries` like [`PackageStore::publish`] (each slot pointed at its
-    /// tree), as one batch: the store flushes once for all of them. Each tree is checked against
-    /// its content hash on the copy that is published (the one hash of a fresh download): a
-    /// mismatch is [`BatchEntryError::Mismatch`]. One result per entry, in order; the outer error
-    /// is the batch's own (nothing was published).
+    /// Publishes every tree of `entries` like [`PackageStore::publish`] with [`OnExisting::Keep`]
+    /// (each slot pointed at its tree), as one batch: the store flushes once for all of them. Each
+    /// tree is checked against its content hash on the copy that is published (the one hash of a
+    /// fresh download): a mismatch is [`BatchEntryError::Mismatch`]. One result per entry, in
+    /// order; the outer error is the batch's own (nothing was published).
     fn publish_batch(
         &self,
         entries: &[BatchEntry<'_>],
@@ -172,16 +176,20 @@ pub trait PackageStore: Sync {
         Ok(entries
             .iter()
             .map(|entry| {
-                let published =
-                    self.publish(entry.cache_key, entry.label, entry.tree, entry.content_hash)?;
-                Ok(published)
+                let BatchEntry {
+                    cache_key,
+                    label,
+                    tree,
+                    content_hash,
+                } = *entry;
+                Ok(self.publish(cache_key, label, tree, content_hash, OnExisting::Keep)?)
             })
             .collect())
     }
 
     /// The verified slot of `cache_key`, or `tree` published into it: into an empty slot as it is,
-    /// in place of a changed copy with [`PackageStore::publish_repairing`] (the store path of that
-    /// content exists but no longer matches it).
+    /// in place of a changed copy with [`OnExisting::Repair`] (the store path of that content exists
+    /// but no longer matches it).
     fn verified_or_publish(
         &self,
         cache_key: &CacheKey,
@@ -189,13 +197,12 @@ pub trait PackageStore: Sync {
         tree: &Path,
         content_hash: &ContentHash,
     ) -> Result<PathBuf, StoreAccessError> {
-        match self.check_slot(cache_key, content_hash)? {
-            SlotCheck::Verified(existing) => Ok(existing),
-            SlotCheck::Missing => self.publish(cache_key, label, tree, content_hash),
-            SlotCheck::Mismatch { .. } => {
-                self.publish_repairing(cache_key, label, tree, content_hash)
-            }
-        }
+        let on_existing = match self.check_slot(cache_key, content_hash)? {
+            SlotCheck::Verified(existing) => return Ok(existing),
+            SlotCheck::Missing => OnExisting::Keep,
+            SlotCheck::Mismatch { .. } => OnExisting::Repair,
+        };
+        self.publish(cache_key, label, tree, content_hash, on_existing)
     }
 
     /// A new scratch directory on the store's filesystem.
@@ -219,21 +226,6 @@ fn tree_hash(hash: &ContentHash) -> Result<TreeHash, StoreAccessError> {
 
 fn content_hash(hash: &TreeHash) -> ContentHash {
     ContentHash::from_digest(*hash.as_bytes())
-}
-
-/// What [`PackageStore::publish`] and [`PackageStore::publish_repairing`] share: the label
-/// sanitized and the hash parsed for `publish`, then the slot of `cache_key` pointed at its result.
-fn publish_into_slot(
-    store: &Store,
-    cache_key: &CacheKey,
-    label: &str,
-    content_hash: &ContentHash,
-    publish: impl FnOnce(&str, &TreeHash) -> Result<agentpack_store::StorePath, StoreError>,
-) -> Result<PathBuf, StoreAccessError> {
-    let label = agentpack_store::sanitize_label(label);
-    let path = publish(&label, &tree_hash(content_hash)?)?;
-    store.set_slot(cache_key.as_str(), &path)?;
-    Ok(path.path().to_path_buf())
 }
 
 impl PackageStore for Store {
@@ -284,10 +276,22 @@ impl PackageStore for Store {
         label: &str,
         tree: &Path,
         content_hash: &ContentHash,
+        on_existing: OnExisting,
     ) -> Result<PathBuf, StoreAccessError> {
-        publish_into_slot(self, cache_key, label, content_hash, |label, hash| {
-            self.publish_tree(tree, label, Some(hash))
-        })
+        let label = agentpack_store::sanitize_label(label);
+        let hash = tree_hash(content_hash)?;
+        let path = match on_existing {
+            OnExisting::Keep => self.publish_tree(tree, &label, Some(&hash))?,
+            // Only this package's store path is repaired (its damaged blobs healed from `tree`,
+            // the path replaced by the verified tree): a store-wide repair would also restore the
+            // generations sharing those blobs, before the sync that stages them can name what was
+            // edited. `repair_tree` with the expected hash refuses a tree that does not match it
+            // and hashes the existing store path before keeping it, so the result needs no second
+            // hash here.
+            OnExisting::Repair => self.repair_tree(tree, &label, Some(&hash))?,
+        };
+        self.set_slot(cache_key.as_str(), &path)?;
+        Ok(path.path().to_path_buf())
     }
 
     fn publish_batch(
@@ -314,48 +318,46 @@ impl PackageStore for Store {
             }
         }
         let mut published = self.publish_trees(&batch)?.into_iter();
-        Ok(entries
-            .iter()
-            .zip(hashes)
-            .map(|(entry, hash)| {
+        let trees: Vec<Result<agentpack_store::StorePath, BatchEntryError>> = hashes
+            .into_iter()
+            .map(|hash| {
                 hash?;
-                let path = match published.next() {
-                    Some(Ok(path)) => path,
+                match published.next() {
+                    Some(Ok(path)) => Ok(path),
                     Some(Err(StoreError::ContentHashMismatch { actual, .. })) => {
-                        return Err(BatchEntryError::Mismatch {
+                        Err(BatchEntryError::Mismatch {
                             actual: content_hash(&actual),
                         })
                     }
-                    Some(Err(other)) => return Err(StoreAccessError::from(other).into()),
-                    None => {
-                        return Err(StoreAccessError(
-                            "the store published fewer trees than it was given".to_owned(),
-                        )
-                        .into())
-                    }
-                };
-                self.set_slot(entry.cache_key.as_str(), &path)
-                    .map_err(StoreAccessError::from)?;
-                Ok(path.path().to_path_buf())
+                    Some(Err(other)) => Err(StoreAccessError::from(other).into()),
+                    None => Err(StoreAccessError(
+                        "the store published fewer trees than it was given".to_owned(),
+                    )
+                    .into()),
+                }
+            })
+            .collect();
+        // Every published tree's slot, with one flush of the cache directory for the batch.
+        let slots: Vec<(&str, &agentpack_store::StorePath)> = entries
+            .iter()
+            .zip(&trees)
+            .filter_map(|(entry, tree)| Some((entry.cache_key.as_str(), tree.as_ref().ok()?)))
+            .collect();
+        let mut linked = self.set_slots(&slots)?.into_iter();
+        Ok(trees
+            .into_iter()
+            .map(|tree| {
+                let path = tree?;
+                match linked.next() {
+                    Some(Ok(())) => Ok(path.path().to_path_buf()),
+                    Some(Err(error)) => Err(StoreAccessError::from(error).into()),
+                    None => Err(StoreAccessError(
+                        "the store linked fewer slots than it was given".to_owned(),
+                    )
+                    .into()),
+                }
             })
             .collect())
-    }
-
-    fn publish_repairing(
-        &self,
-        cache_key: &CacheKey,
-        label: &str,
-        tree: &Path,
-        content_hash: &ContentHash,
-    ) -> Result<PathBuf, StoreAccessError> {
-        // Only this package's store path is repaired (its damaged blobs healed from `tree`, the path
-        // replaced by the verified tree): a store-wide repair would also restore the generations
-        // sharing those blobs, before the sync that stages them can name what was edited.
-        // `repair_tree` with the expected hash refuses a tree that does not match it and hashes the
-        // existing store path before keeping it, so the result needs no second hash here.
-        publish_into_slot(self, cache_key, label, content_hash, |label, hash| {
-            self.repair_tree(tree, label, Some(hash))
-        })
     }
 
     fn scratch(&self) -> Result<ScratchDir, StoreAccessError> {

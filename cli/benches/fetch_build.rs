@@ -18,12 +18,19 @@
 //!
 //! Ratios in one run, medians; nothing here is asserted (performance is measured, not tested).
 //! `AGENTPACK_BENCH_STRACE=<file>` adds one cold sync under `strace -f -c -w` (wall time per system
-//! call) and writes the summary there, and one under `strace -f -e trace=openat` counting the opens
-//! of the locked `reference.md` files (read only to be hashed: opens per file = hash passes).
+//! call) and writes the summary there, and one under `strace -f -ttt` tracing every call with its
+//! time into `<file>.calls` (where the time goes by phase), counting the opens of the locked
+//! `reference.md` files (read only to be copied and hashed: opens per file = passes over it).
 //! `AGENTPACK_BENCH_BASELINE=<agentpack binary>` times that binary's cold sync too, interleaved in
 //! every round (a before/after ratio in one run); with `AGENTPACK_BENCH_STRACE` it is traced as
 //! well (`<file>.baseline`). `AGENTPACK_BENCH_BIN=<agentpack binary>` measures that binary instead
-//! of the one cargo built.
+//! of the one cargo built. `AGENTPACK_BENCH_PERF=<file>` adds one cold sync under `perf record -g`
+//! into that file; `AGENTPACK_BENCH_LOG=<file>` one cold sync with `-v`, each debug line stamped with
+//! the milliseconds since its start. `AGENTPACK_BENCH_ONLY=cold-sync` stops after the cold sync rows.
+//!
+//! Every temporary directory (the fake GitHub's repositories, each `AGENTPACK_HOME`, project and
+//! staging root, the floors' output) is made under `TMPDIR`: `bench/fetch-build.sh` points it at a
+//! dedicated ext4 mounted for the run, so a flush waits only for this run's writes.
 
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::expect_used)]
 
@@ -103,8 +110,7 @@ enum Floor {
 /// `cp -al`. [`Floor::Parallel`]: the downloads and extractions run 10 at a time.
 fn floor_script(dir: &Path, api: &str, repos: &[Repository], floor: Floor) -> PathBuf {
     let parallel = floor == Floor::Parallel;
-    let mut script =
-        String::from("set -euo pipefail\ncd \"$1\"\nrm -rf work out\nmkdir work out\n");
+    let mut script = String::from("set -euo pipefail\ncd \"$1\"\nmkdir work out\n");
     script.push_str("fetch() { mkdir -p \"work/$2\" && curl -sSf -o \"work/$2.tgz\" \"$API/repos/$1/tarball/$3\" && tar xzf \"work/$2.tgz\" -C \"work/$2\" --strip-components=1; }\nexport -f fetch\n");
     script.push_str(&format!("export API={api}\n"));
     let jobs: Vec<String> = repos
@@ -142,7 +148,21 @@ fn floor_script(dir: &Path, api: &str, repos: &[Repository], floor: Floor) -> Pa
     file
 }
 
+/// Runs a floor script in `dir`, timed; the previous run's output is removed first and the removal
+/// flushed, untimed (a cold sync has nothing to remove either).
 fn time_script(script: &Path, dir: &Path) -> Duration {
+    for previous in ["work", "out"] {
+        let path = dir.join(previous);
+        if path.exists() {
+            std::fs::remove_dir_all(&path).unwrap();
+        }
+    }
+    assert!(Command::new("sync")
+        .arg("-f")
+        .arg(dir)
+        .status()
+        .unwrap()
+        .success());
     let start = Instant::now();
     let status = Command::new("bash").arg(script).arg(dir).status().unwrap();
     let elapsed = start.elapsed();
@@ -174,6 +194,11 @@ fn main() {
         return;
     }
     let runs = runs(5);
+    let cold_only = std::env::var("AGENTPACK_BENCH_ONLY").is_ok_and(|only| only == "cold-sync");
+    println!(
+        "temporary directories under {}",
+        std::env::temp_dir().display()
+    );
     let github = FakeGitHub::start();
     let (deps, repos) = marketplace(&github);
     let author = IsolatedHome::new();
@@ -198,21 +223,36 @@ fn main() {
         std::fs::write(home.project.join("pack.lock"), &lock).unwrap();
         home
     };
+    // Every timed side starts on a clean filesystem: what the previous side wrote or removed is
+    // flushed first, untimed, so a flush inside a side waits for that side's own writes only.
+    let settle = || {
+        assert!(Command::new("sync")
+            .arg("-f")
+            .arg(scratch.path())
+            .status()
+            .unwrap()
+            .success())
+    };
     for _ in 0..runs {
         let home = cold_home();
         github.reset_counters();
+        settle();
         syncs.push(run(&home, Some(&github), &["sync", "--quiet"]));
         tarballs.push(github.total(Endpoint::Tarball) + github.total(Endpoint::GitHttp));
+        settle();
         floors.push(time_script(&sequential, scratch.path()));
         if let Some(baseline) = &baseline {
             let other = cold_home();
+            settle();
             baseline_syncs.push(timed(
                 other
                     .command(baseline, Some(&github))
                     .args(["sync", "--quiet"]),
             ));
         }
+        settle();
         parallel_floors.push(time_script(&parallel, scratch.path()));
+        settle();
         durable_floors.push(time_script(&durable, scratch.path()));
         last = Some(home);
     }
@@ -232,26 +272,115 @@ fn main() {
                 .arg(&binary)
                 .args(["sync", "--quiet"]);
             assert!(command.status().unwrap().success());
-            // And one tracing every `openat`: how often each locked reference file is opened.
+            // And one tracing every call with its time (`<file>.calls`, for a split by phase):
+            // how often each locked reference file is opened.
             let traced = cold_home();
-            let log = format!("{summary}.openat");
+            let log = format!("{summary}.calls");
             let mut command = traced.command(Path::new("strace"), Some(&github));
             command
-                .args(["-f", "-e", "trace=openat", "-o", &log])
+                .args(["-f", "-ttt", "-o", &log])
                 .arg(&binary)
                 .args(["sync", "--quiet"]);
             assert!(command.status().unwrap().success());
             let text = std::fs::read_to_string(&log).unwrap();
             let count = text
                 .lines()
-                .filter(|line| line.contains("/reference.md\"") && !line.contains("= -1"))
+                .filter(|line| {
+                    line.contains("openat(")
+                        && line.contains("/reference.md\"")
+                        && !line.contains("= -1")
+                })
                 .count();
             opens.push((binary, count));
         }
     }
+    if let Ok(profile) = std::env::var("AGENTPACK_BENCH_PERF") {
+        // One more cold sync under `perf record -g` (call graphs of user and kernel time).
+        let traced = cold_home();
+        let mut command = traced.command(Path::new("perf"), Some(&github));
+        command
+            .args(["record", "-q", "-g", "-o", &profile, "--"])
+            .arg(agentpack())
+            .args(["sync", "--quiet"]);
+        assert!(command.status().unwrap().success());
+    }
+    if let Ok(log) = std::env::var("AGENTPACK_BENCH_LOG") {
+        // One more cold sync with `-v`, each debug line stamped with the milliseconds since the
+        // start as it arrives (the binary's own log has no time): where the time goes by phase.
+        let traced = cold_home();
+        let mut command = traced.command(&agentpack(), Some(&github));
+        command
+            .args(["sync", "--quiet", "-v"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        let start = Instant::now();
+        let mut child = command.spawn().unwrap();
+        let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut stamped = String::new();
+        for line in std::io::BufRead::lines(stderr) {
+            let line = line.unwrap();
+            stamped.push_str(&format!(
+                "{:9.1} {line}\n",
+                start.elapsed().as_secs_f64() * 1000.0
+            ));
+        }
+        assert!(child.wait().unwrap().success());
+        stamped.push_str(&format!(
+            "{:9.1} (exit)\n",
+            start.elapsed().as_secs_f64() * 1000.0
+        ));
+        std::fs::write(&log, stamped).unwrap();
+    }
     let locked_files = count_files(&scratch.path().join("out"));
+    let rounds: Vec<String> = syncs
+        .iter()
+        .zip(&floors)
+        .zip(&durable_floors)
+        .map(|((sync, floor), durable)| {
+            format!(
+                "{:.2}x/{:.2}x",
+                sync.as_secs_f64() / floor.as_secs_f64(),
+                sync.as_secs_f64() / durable.as_secs_f64()
+            )
+        })
+        .collect();
     let (sync, floor, parallel_floor) = (median(syncs), median(floors), median(parallel_floors));
     let durable_floor = median(durable_floors);
+
+    println!("| benchmark | result | notes |\n| --- | --- | --- |");
+    println!(
+        "| cold `sync` of 100 plugins from 10 repositories, committed `pack.lock` | {} | {:.2}x the sequential floor ({}), {:.2}x the parallel floor ({}), {:.2}x the sequential floor with one `sync -f` ({}); {} archive downloads per run ({locked_files} locked files); each round against the sequential/durable floor: {} |",
+        ms(sync),
+        sync.as_secs_f64() / floor.as_secs_f64(),
+        ms(floor),
+        sync.as_secs_f64() / parallel_floor.as_secs_f64(),
+        ms(parallel_floor),
+        sync.as_secs_f64() / durable_floor.as_secs_f64(),
+        ms(durable_floor),
+        tarballs.iter().max().unwrap(),
+        rounds.join(", "),
+    );
+    if let Some(baseline) = &baseline {
+        let before = median(baseline_syncs);
+        println!(
+            "| cold `sync` of the baseline `{}` | {} | this binary takes {:.2}x its time; {:.2}x the sequential floor, {:.2}x the durable floor |",
+            baseline.display(),
+            ms(before),
+            sync.as_secs_f64() / before.as_secs_f64(),
+            before.as_secs_f64() / floor.as_secs_f64(),
+            before.as_secs_f64() / durable_floor.as_secs_f64(),
+        );
+    }
+    for (binary, count) in opens {
+        println!(
+            "| opens of the 300 locked `reference.md` files in one cold sync (`{}`) | {count} | {:.1} per file |",
+            binary.display(),
+            count as f64 / 300.0
+        );
+    }
+    if cold_only {
+        return;
+    }
 
     // Generation builds: every package in the store, a changed overlay forces a new generation.
     let mut builds = Vec::new();
@@ -286,19 +415,6 @@ fn main() {
             .map(|_| run(&home, None, &["sync", "--quiet"]))
             .collect(),
     );
-
-    println!("| benchmark | result | notes |\n| --- | --- | --- |");
-    println!(
-        "| cold `sync` of 100 plugins from 10 repositories, committed `pack.lock` | {} | {:.2}x the sequential floor ({}), {:.2}x the parallel floor ({}), {:.2}x the sequential floor with one `sync -f` ({}); {} archive downloads per run ({locked_files} locked files) |",
-        ms(sync),
-        sync.as_secs_f64() / floor.as_secs_f64(),
-        ms(floor),
-        sync.as_secs_f64() / parallel_floor.as_secs_f64(),
-        ms(parallel_floor),
-        sync.as_secs_f64() / durable_floor.as_secs_f64(),
-        ms(durable_floor),
-        tarballs.iter().max().unwrap(),
-    );
     println!(
         "| build a generation of the 100 plugins for 6 agents ({staged} staged files) | {} | {:.2}x `cp -al` of the result ({}) |",
         ms(build),
@@ -309,21 +425,4 @@ fn main() {
         "| no-op `sync` of the 100 plugins (fast path) | {} | GitHub unreachable |",
         ms(noop)
     );
-    if let Some(baseline) = &baseline {
-        let before = median(baseline_syncs);
-        println!(
-            "| cold `sync` of the baseline `{}` | {} | this binary takes {:.2}x its time; {:.2}x the sequential floor |",
-            baseline.display(),
-            ms(before),
-            sync.as_secs_f64() / before.as_secs_f64(),
-            before.as_secs_f64() / floor.as_secs_f64(),
-        );
-    }
-    for (binary, count) in opens {
-        println!(
-            "| opens of the 300 locked `reference.md` files in one cold sync (`{}`) | {count} | {:.1} per file |",
-            binary.display(),
-            count as f64 / 300.0
-        );
-    }
 }

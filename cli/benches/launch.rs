@@ -47,21 +47,9 @@ impl Setup {
         let packages = tempfile::tempdir().unwrap();
         let mut manifest =
             String::from("name = \"bench\"\nversion = \"0.1.0\"\n\n[dependencies]\n");
-        for i in 0..count {
-            let dir = packages.path().join(format!("pkg{i:03}"));
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(
-                dir.join("SKILL.md"),
-                format!(
-                    "---\nname: pkg{i:03}\ndescription: bench skill {i}\n---\n\n{}",
-                    "Body line.\n".repeat(20)
-                ),
-            )
-            .unwrap();
-            manifest.push_str(&format!(
-                "pkg{i:03} = {{ path = {:?} }}\n",
-                dir.to_str().unwrap()
-            ));
+        for line in support::write_skill_packages(packages.path(), count) {
+            manifest.push_str(&line);
+            manifest.push('\n');
         }
         let init = home
             .command(&bin(), None)

@@ -6,9 +6,9 @@
 //! - cold `lock` + fetch of 50 packages from 5 repositories over the local fake GitHub, and a warm
 //!   `lock` (requests counted: the goal is none);
 //! - a second `sync` of 50 packages with unchanged inputs (goal: under 30 ms);
-//! - a no-op `sync` (the sync fast path) of 10 and of 100 GitHub packages, GitHub unreachable
-//!   (goals: under 30 ms at 100, at most 1.3x the 10-package time); `AGENTPACK_BENCH_ONLY=noop-sync`
-//!   runs this one alone;
+//! - a no-op `sync` (the sync fast path) of 10 and of 100 GitHub packages and of 10 and 100 path
+//!   packages, interleaved, GitHub unreachable (goals: under 30 ms at 100, at most 1.3x the
+//!   10-package time); `AGENTPACK_BENCH_ONLY=noop-sync` runs this one alone;
 //! - building the generation of a 1,000-file marketplace plugin for all six agents, as a ratio to
 //!   `cp -al` of the resulting tree (goal: within 2x);
 //! - 10 projects x 3 modes of the same packages: allocated store bytes (what `du` counts) over the
@@ -103,10 +103,10 @@ fn lock_benchmarks(rows: &mut Vec<(String, String, String)>) {
     ));
 }
 
-/// A no-op `sync` of `count` GitHub packages (10 repositories), after `lock` and one `sync`; the
-/// timed runs get no GitHub endpoint at all (an address nothing listens on), so a request would
-/// fail the run. Returns the median and the fully verified median.
-fn noop_sync_of(github: &FakeGitHub, count: usize, runs: usize) -> (Duration, Duration) {
+/// A project of `count` GitHub packages (of the 10 repositories `noop_sync_benchmarks` serves),
+/// locked and synced once with GitHub, then synced once more without it (the fast path's record
+/// written by a full sync, and taken once).
+fn noop_github_project(github: &FakeGitHub, count: usize) -> IsolatedHome {
     let home = IsolatedHome::new();
     let deps: Vec<String> = (0..count)
         .map(|i| {
@@ -121,29 +121,29 @@ fn noop_sync_of(github: &FakeGitHub, count: usize, runs: usize) -> (Duration, Du
     run(&home, Some(github), &home.project, &["lock", "--quiet"]);
     run(&home, Some(github), &home.project, &["sync", "--quiet"]);
     run(&home, None, &home.project, &["sync", "--quiet"]);
-    let fast = median(
-        (0..runs)
-            .map(|_| run(&home, None, &home.project, &["sync", "--quiet"]))
-            .collect(),
-    );
-    let full = median(
-        (0..runs.min(5))
-            .map(|_| {
-                let start = Instant::now();
-                let output = home
-                    .command(&bin(), None)
-                    .env("AGENTPACK_FULL_VERIFY", "1")
-                    .args(["sync", "--quiet"])
-                    .output()
-                    .unwrap();
-                assert!(output.status.success());
-                start.elapsed()
-            })
-            .collect(),
-    );
-    (fast, full)
+    home
 }
 
+/// A project of `count` path packages of one `SKILL.md` each (the shape of the launch bench's),
+/// synced once (a full sync) and once more (the fast path).
+fn noop_path_project(count: usize) -> IsolatedHome {
+    let home = IsolatedHome::new();
+    let packages = home.project.parent().unwrap().join("packages");
+    let deps = support::write_skill_packages(&packages, count);
+    write_manifest(&home.project, &deps, "");
+    run(&home, None, &home.project, &["sync", "--quiet"]);
+    run(&home, None, &home.project, &["sync", "--quiet"]);
+    home
+}
+
+/// No-op `sync`s (the sync fast path) of 10 and 100 GitHub packages and of 10 and 100 path
+/// packages, GitHub unreachable (an address nothing listens on, so a request would fail the run).
+/// The four projects' runs are interleaved (one round syncs each once, the order rotating each
+/// round), so a change of the machine's load hits every side alike; `AGENTPACK_FULL_VERIFY=1` runs
+/// follow, interleaved too (each a full sync).
+/// Medians, and the ratio of the 100- to the 10-package median.
+/// `AGENTPACK_BENCH_KEEP=1` keeps the four projects and prints their environment (to profile one
+/// run with `strace` or `valgrind`).
 fn noop_sync_benchmarks(rows: &mut Vec<(String, String, String)>) {
     let github = FakeGitHub::start();
     for r in 0..10 {
@@ -160,22 +160,74 @@ fn noop_sync_benchmarks(rows: &mut Vec<(String, String, String)>) {
         repo.commit("skills");
         repo.tag("v1.0.0");
     }
-    let (ten, ten_full) = noop_sync_of(&github, 10, 21);
-    let (hundred, hundred_full) = noop_sync_of(&github, 100, 21);
-    rows.push((
-        "no-op `sync`, 10 GitHub packages (fast path)".into(),
-        ms(ten),
-        format!("`AGENTPACK_FULL_VERIFY=1`: {}", ms(ten_full)),
-    ));
-    rows.push((
-        "no-op `sync`, 100 GitHub packages (fast path)".into(),
-        ms(hundred),
-        format!(
-            "{:.2}x the 10-package time (goal <= 1.3x, < 30 ms); `AGENTPACK_FULL_VERIFY=1`: {}",
-            hundred.as_secs_f64() / ten.as_secs_f64(),
-            ms(hundred_full)
-        ),
-    ));
+    let kinds = [("GitHub", 10), ("GitHub", 100), ("path", 10), ("path", 100)];
+    let homes: Vec<IsolatedHome> = kinds
+        .iter()
+        .map(|(kind, count)| match *kind {
+            "GitHub" => noop_github_project(&github, *count),
+            _ => noop_path_project(*count),
+        })
+        .collect();
+    let sync = |home: &IsolatedHome, full: bool| {
+        let mut command = home.command(&bin(), None);
+        command.args(["sync", "--quiet"]);
+        if full {
+            command.env("AGENTPACK_FULL_VERIFY", "1");
+        }
+        timed(&mut command)
+    };
+    // The steady state: a directory changed less than two seconds before a fast path looked at it
+    // is not recorded (`RACY_SECONDS`), so wait, and let one no-op sync of each record them.
+    std::thread::sleep(Duration::from_millis(3_500));
+    for home in &homes {
+        sync(home, false);
+    }
+    let runs = support::runs(31);
+    let mut fast: Vec<Vec<Duration>> = kinds.iter().map(|_| Vec::new()).collect();
+    let mut full: Vec<Vec<Duration>> = kinds.iter().map(|_| Vec::new()).collect();
+    for round in 0..runs {
+        for offset in 0..homes.len() {
+            let index = (round + offset) % homes.len();
+            fast[index].push(sync(&homes[index], false));
+        }
+    }
+    for round in 0..runs.min(5) {
+        for offset in 0..homes.len() {
+            let index = (round + offset) % homes.len();
+            full[index].push(sync(&homes[index], true));
+        }
+    }
+    let fast: Vec<Duration> = fast.into_iter().map(median).collect();
+    let full: Vec<Duration> = full.into_iter().map(median).collect();
+    for (index, (kind, count)) in kinds.iter().enumerate() {
+        let notes = if *count == 100 {
+            format!(
+                "**{:.2}x** the 10-package time (goal <= 1.3x, < 30 ms); `AGENTPACK_FULL_VERIFY=1`: {}",
+                fast[index].as_secs_f64() / fast[index - 1].as_secs_f64(),
+                ms(full[index])
+            )
+        } else {
+            format!("`AGENTPACK_FULL_VERIFY=1`: {}", ms(full[index]))
+        };
+        rows.push((
+            format!("no-op `sync`, {count} {kind} packages (fast path, {runs} runs interleaved)"),
+            format!("{:.2} ms", fast[index].as_secs_f64() * 1000.0),
+            notes,
+        ));
+    }
+    if std::env::var_os("AGENTPACK_BENCH_KEEP").is_some() {
+        for (home, (kind, count)) in homes.into_iter().zip(kinds) {
+            println!(
+                "kept: {count} {kind} packages: cd {} && env -i PATH=\"$PATH\" HOME={home} XDG_DATA_HOME={home}/.local/share XDG_CACHE_HOME={home}/.cache XDG_CONFIG_HOME={home}/.config GIT_CONFIG_NOSYSTEM=1 npm_config_registry=http://127.0.0.1:9/ AGENTPACK_HOME={} AGENTPACK_STAGING_ROOT={} AGENTPACK_GITHUB_API_URL=http://127.0.0.1:9 AGENTPACK_GITHUB_URL=http://127.0.0.1:9 NO_COLOR=1 {} sync --quiet",
+                home.project.display(),
+                home.agentpack_home.display(),
+                home.staging_root.display(),
+                bin().display(),
+                home = home.home.display(),
+            );
+            std::mem::forget(home);
+        }
+    }
 }
 
 fn generation_benchmarks(rows: &mut Vec<(String, String, String)>) {

@@ -8,6 +8,8 @@ use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use fs_err::os::unix::fs::OpenOptionsExt;
+
 use crate::limits::{self, LimitExceeded, LimitKind, Limits};
 
 use super::{clean_relative, io, link_stays_inside, ExtractError, ExtractReport, FILE_MODE};
@@ -79,7 +81,8 @@ impl SafeTreeWriter {
     }
 
     /// Checks `name`, refuses a path below a link, creates parent directories; returns the clean
-    /// relative path and the absolute destination (with any earlier non-directory entry removed).
+    /// relative path and the absolute destination (an earlier entry there is replaced when the entry is
+    /// created, see [`SafeTreeWriter::replace_existing`]).
     fn prepare(
         &mut self,
         name: &str,
@@ -104,49 +107,90 @@ impl SafeTreeWriter {
                         link: prefix.clone(),
                     });
                 }
-                let dir = self.root.join(&prefix);
                 if !self.dirs.contains(&prefix) {
-                    match fs_err::symlink_metadata(&dir) {
-                        Ok(meta) if meta.is_dir() => {}
-                        Ok(meta) if meta.file_type().is_symlink() => {
-                            return Err(ExtractError::ThroughLink {
-                                name: name.to_owned(),
-                                link: prefix.clone(),
-                            })
+                    // Made first and looked at only when something is there already: one call
+                    // for a new directory (`mkdir` never follows a link at the last component).
+                    let dir = self.root.join(&prefix);
+                    match fs_err::create_dir(&dir) {
+                        Ok(()) => {}
+                        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                            match fs_err::symlink_metadata(&dir) {
+                                Ok(meta) if meta.is_dir() => {}
+                                Ok(meta) if meta.file_type().is_symlink() => {
+                                    return Err(ExtractError::ThroughLink {
+                                        name: name.to_owned(),
+                                        link: prefix.clone(),
+                                    })
+                                }
+                                Ok(_) => {
+                                    return Err(ExtractError::Conflict {
+                                        name: name.to_owned(),
+                                    })
+                                }
+                                Err(error) => return Err(io(&dir, error)),
+                            }
                         }
-                        Ok(_) => {
-                            return Err(ExtractError::Conflict {
-                                name: name.to_owned(),
-                            })
-                        }
-                        Err(_) => fs_err::create_dir(&dir).map_err(|e| io(&dir, e))?,
+                        Err(error) => return Err(io(&dir, error)),
                     }
                     self.dirs.insert(prefix.clone());
                 }
             }
         }
         let destination = self.root.join(&clean);
-        if !for_dir {
-            if self.dirs.contains(&clean) {
-                return Err(ExtractError::Conflict {
-                    name: name.to_owned(),
-                });
-            }
-            match fs_err::symlink_metadata(&destination) {
-                Ok(meta) if meta.is_dir() => {
-                    return Err(ExtractError::Conflict {
-                        name: name.to_owned(),
-                    })
-                }
-                Ok(_) => {
-                    // A later entry of the same name replaces the earlier one, as `tar` does.
-                    fs_err::remove_file(&destination).map_err(|e| io(&destination, e))?;
-                    self.links.remove(&clean);
-                }
-                Err(_) => {}
-            }
+        if !for_dir && self.dirs.contains(&clean) {
+            return Err(ExtractError::Conflict {
+                name: name.to_owned(),
+            });
         }
+        // Whatever else is at `destination` is found when creating the entry fails with
+        // `AlreadyExists` ([`SafeTreeWriter::replace_existing`]), not looked up first.
         Ok(Some((clean, destination)))
+    }
+
+    /// After creating the entry `name` at `destination` failed because something is there: a
+    /// directory is a conflict; anything else (an earlier entry of the same name, a link) is
+    /// removed, so a later entry of the same name replaces the earlier one, as `tar` does. The
+    /// caller creates the entry again.
+    fn replace_existing(&mut self, name: &str, destination: &Path) -> Result<(), ExtractError> {
+        let meta = fs_err::symlink_metadata(destination).map_err(|e| io(destination, e))?;
+        if meta.is_dir() {
+            return Err(ExtractError::Conflict {
+                name: name.to_owned(),
+            });
+        }
+        fs_err::remove_file(destination).map_err(|e| io(destination, e))?;
+        self.links.remove(&clean_relative(name)?);
+        Ok(())
+    }
+
+    /// Creates the new regular file `destination` (entry `name`) with the extraction mode, replacing
+    /// an earlier non-directory entry of that name.
+    fn create_file(
+        &mut self,
+        name: &str,
+        destination: &Path,
+    ) -> Result<fs_err::File, ExtractError> {
+        let create = || {
+            fs_err::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(FILE_MODE)
+                .open(destination)
+        };
+        let file = match create() {
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                self.replace_existing(name, destination)?;
+                create()
+            }
+            other => other,
+        }
+        .map_err(|e| io(destination, e))?;
+        // Created with FILE_MODE less the umask: set it only when the umask took a bit of it.
+        if umask().is_none_or(|mask| mask & FILE_MODE != 0) {
+            file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
+                .map_err(|e| io(destination, e))?;
+        }
+        Ok(file)
     }
 
     /// A directory (also created implicitly by entries below it).
@@ -181,11 +225,7 @@ impl SafeTreeWriter {
         destination: &Path,
         contents: &mut dyn Read,
     ) -> Result<u64, ExtractError> {
-        let mut file = fs_err::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(destination)
-            .map_err(|e| io(destination, e))?;
+        let mut file = self.create_file(name, destination)?;
         let written = match &self.bounds {
             None => std::io::copy(contents, &mut file),
             Some((limits, what)) => {
@@ -212,8 +252,6 @@ impl SafeTreeWriter {
             None => io(destination, e),
         })?;
         self.bytes_written += written;
-        file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
-            .map_err(|e| io(destination, e))?;
         self.report.files += 1;
         Ok(written)
     }
@@ -247,7 +285,16 @@ impl SafeTreeWriter {
         let linkable = self.bounds.is_none()
             && meta.is_file()
             && meta.permissions().mode() & 0o7777 == FILE_MODE;
-        let written = if linkable && std::fs::hard_link(source, &destination).is_ok() {
+        let linked = linkable
+            && match std::fs::hard_link(source, &destination) {
+                Ok(()) => true,
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                    self.replace_existing(name, &destination)?;
+                    std::fs::hard_link(source, &destination).is_ok()
+                }
+                Err(_) => false,
+            };
+        let written = if linked {
             self.report.files += 1;
             meta.len()
         } else {
@@ -278,19 +325,34 @@ impl SafeTreeWriter {
             });
         };
         if link_stays_inside(&clean, target) {
-            std::os::unix::fs::symlink(target, &destination).map_err(|e| io(&destination, e))?;
+            match std::os::unix::fs::symlink(target, &destination) {
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                    self.replace_existing(name, &destination)?;
+                    std::os::unix::fs::symlink(target, &destination)
+                }
+                other => other,
+            }
+            .map_err(|e| io(&destination, e))?;
             self.links.insert(clean);
             self.report.links_kept += 1;
         } else {
-            let file = fs_err::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&destination)
-                .map_err(|e| io(&destination, e))?;
-            file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
-                .map_err(|e| io(&destination, e))?;
+            self.create_file(name, &destination)?;
             self.report.links_emptied.push(clean);
         }
         Ok(())
     }
+}
+
+/// The process's umask, read once from `/proc/self/status` (`umask(2)` can only read it by
+/// setting it, which would race with other threads creating files); `None` when it cannot be read,
+/// and then every file's mode is set explicitly.
+fn umask() -> Option<u32> {
+    static UMASK: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *UMASK.get_or_init(|| {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status
+            .lines()
+            .find_map(|line| line.strip_prefix("Umask:"))?;
+        u32::from_str_radix(line.trim(), 8).ok()
+    })
 }

@@ -7,6 +7,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use agentpack_lockfile::lock::{LockedPackage, Lockfile};
 use agentpack_lockfile::validate::{CacheKey, ContentHash};
@@ -15,7 +16,7 @@ use rayon::prelude::*;
 use crate::github::RepoId;
 use crate::package_store::{BatchEntry, BatchEntryError, PackageStore};
 use crate::resolve::{fetch_normalized, Fetched, GithubPackage, ResolutionError};
-use crate::snapshot::{FetchError, SnapshotFetcher};
+use crate::snapshot::{FetchError, RepoSnapshot, SnapshotFetcher};
 
 /// What [`fill_from_github`] published.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,8 +44,10 @@ impl Filled {
 /// Fills the empty slots of `lock`'s GitHub packages that have a content hash, from GitHub: the
 /// repositories they need are fetched first, all of them concurrently
 /// ([`SnapshotFetcher::prefetch_packages`]: kept snapshots checked, missing ones downloaded, each
-/// once, extracting only the locked paths of each archive), then every package is copied out of
-/// its snapshot and normalized, and all of them are published as one store batch
+/// once, extracting only the locked paths of each archive); each repository's packages are copied
+/// out of its snapshot and normalized as soon as it is fetched
+/// ([`SnapshotFetcher::prefetch_packages_then`]: while the others still download), and all of
+/// them are published as one store batch
 /// ([`PackageStore::publish_batch`]: one flush for the fill, not one per package or archive), the
 /// store checking each published copy against the lock's content hash: that is the one hash of a
 /// fresh package. The snapshots the prefetch downloaded are kept in the store after the batch
@@ -110,19 +113,12 @@ fn fill_groups(
             (repo.clone(), commit.clone(), paths)
         })
         .collect();
-    for (result, (_, packages)) in fetcher.prefetch_packages(&wanted).into_iter().zip(&groups) {
-        if let Err(error) = result {
-            return Err(name_package(
-                packages[0].module.as_str(),
-                ResolutionError::Fetch(Box::new(error)),
-            ));
-        }
-    }
     let dir = scratch.join("from-github");
     fs_err::create_dir_all(&dir).map_err(|source| ResolutionError::Io {
         path: dir.clone(),
         cause: source,
     })?;
+    // Every package, numbered in the order of the groups (its scratch tree is `dir/<number>`).
     let jobs: Vec<(&RepoId, &str, &LockedPackage)> = groups
         .iter()
         .flat_map(|((repo, commit), packages)| {
@@ -131,36 +127,79 @@ fn fill_groups(
                 .map(move |package| (repo, commit.as_str(), *package))
         })
         .collect();
-    publish_fetched(fetcher, store, &jobs, &dir)
-}
-
-/// The packages of every repository snapshot: copied out and normalized in parallel (each into
-/// `dir/<index>`), then published as one store batch (one flush for the whole fill, the kept
-/// snapshots' included), which checks each against the lock.
-fn publish_fetched(
-    fetcher: &SnapshotFetcher,
-    store: &dyn PackageStore,
-    jobs: &[(&RepoId, &str, &LockedPackage)],
-    dir: &Path,
-) -> Result<Filled, ResolutionError> {
-    let fetched: Vec<Result<(PathBuf, Fetched), ResolutionError>> = jobs
-        .par_iter()
+    let mut first_job = Vec::with_capacity(groups.len());
+    let mut next = 0;
+    for (_, packages) in &groups {
+        first_job.push(next);
+        next += packages.len();
+    }
+    // Each repository's packages are copied out and normalized (in parallel) as soon as it is
+    // fetched, while the other repositories are still downloading.
+    let mut normalized: Vec<Option<NormalizedPackage>> = (0..jobs.len()).map(|_| None).collect();
+    let mut normalize_group = |group: usize, _: &Arc<RepoSnapshot>| {
+        let range = first_job[group]..first_job[group] + groups[group].1.len();
+        let results: Vec<NormalizedPackage> = jobs[range.clone()]
+            .par_iter()
+            .zip(range.clone())
+            .map(|(job, index)| normalize_one(fetcher, *job, &dir.join(index.to_string())))
+            .collect();
+        for (slot, result) in normalized[range].iter_mut().zip(results) {
+            *slot = Some(result);
+        }
+    };
+    let fetched = fetcher.prefetch_packages_then(&wanted, &mut normalize_group);
+    for (result, (_, packages)) in fetched.into_iter().zip(&groups) {
+        if let Err(error) = result {
+            return Err(name_package(
+                packages[0].module.as_str(),
+                ResolutionError::Fetch(Box::new(error)),
+            ));
+        }
+    }
+    // Every fetched repository went through `normalize_group`; a package it did not reach would be
+    // normalized here, from the snapshot the fetcher keeps.
+    let normalized: Vec<NormalizedPackage> = normalized
+        .into_iter()
+        .zip(&jobs)
         .enumerate()
-        .map(|(index, (repo, commit, package))| {
-            let module = package.module.as_str();
-            let tree = dir.join(index.to_string());
-            tracing::debug!(module, commit, "source: GitHub (no cache slot)");
-            let github = GithubPackage {
-                fetcher,
-                module,
-                repo,
-                commit,
-                path: &package.path,
-            };
-            let fetched = fetch_normalized(github, &tree)?;
-            Ok((tree, fetched))
+        .map(|(index, (done, job))| {
+            done.unwrap_or_else(|| normalize_one(fetcher, *job, &dir.join(index.to_string())))
         })
         .collect();
+    publish_fetched(store, &jobs, normalized)
+}
+
+/// A package copied out of its repository snapshot and normalized: its scratch tree and what
+/// fetching it found, or why it could not be.
+type NormalizedPackage = Result<(PathBuf, Fetched), ResolutionError>;
+
+/// One package copied out of its repository snapshot into `tree` and normalized.
+fn normalize_one(
+    fetcher: &SnapshotFetcher,
+    (repo, commit, package): (&RepoId, &str, &LockedPackage),
+    tree: &Path,
+) -> NormalizedPackage {
+    let module = package.module.as_str();
+    tracing::debug!(module, commit, "source: GitHub (no cache slot)");
+    let github = GithubPackage {
+        fetcher,
+        module,
+        repo,
+        commit,
+        path: &package.path,
+    };
+    let fetched = fetch_normalized(github, tree)?;
+    Ok((tree.to_path_buf(), fetched))
+}
+
+/// The packages of every repository snapshot, normalized (`fetched`, one per job, in order),
+/// published as one store batch (one flush for the whole fill, the kept snapshots' included),
+/// which checks each against the lock.
+fn publish_fetched(
+    store: &dyn PackageStore,
+    jobs: &[(&RepoId, &str, &LockedPackage)],
+    fetched: Vec<NormalizedPackage>,
+) -> Result<Filled, ResolutionError> {
     // Everything that was fetched is published, even when another package failed.
     let mut ready = Vec::new();
     let mut first_error = None;

@@ -32,7 +32,7 @@ use rayon::prelude::*;
 use crate::github::RepoId;
 use crate::local_package;
 use crate::normalize::{self, NormalizeContext};
-use crate::package_store::{PackageStore, SlotCheck};
+use crate::package_store::{OnExisting, PackageStore, SlotCheck};
 use crate::resolve::{download_normalized, GithubPackage, ResolutionError};
 use crate::snapshot::SnapshotFetcher;
 
@@ -251,7 +251,13 @@ fn fetch_one(
             "source: GitHub (no content hash, no cache slot)"
         );
         let downloaded = download_normalized(github, store, tree)?;
-        let slot = store.publish(&package.cache_key, module, tree, &downloaded.content_hash)?;
+        let slot = store.publish(
+            &package.cache_key,
+            module,
+            tree,
+            &downloaded.content_hash,
+            OnExisting::Keep,
+        )?;
         store.record_executables(&slot, &downloaded.fetched.executables)?;
         return Ok(One::Unverified(slot, true));
     };
@@ -268,7 +274,13 @@ fn fetch_one(
         SlotCheck::Mismatch { path, actual } if options.repair => {
             tracing::debug!(module, commit, cache = %path.display(), "source: GitHub, repairing a cache slot that does not match the lock");
             let executables = download_verified(tree)?;
-            let new_slot = store.publish_repairing(&package.cache_key, module, tree, expected)?;
+            let new_slot = store.publish(
+                &package.cache_key,
+                module,
+                tree,
+                expected,
+                OnExisting::Repair,
+            )?;
             store.record_executables(&new_slot, &executables)?;
             Ok(One::Repaired(
                 new_slot,
@@ -301,7 +313,8 @@ fn fetch_one(
                     download_verified(tree)?
                 }
             };
-            let slot = store.publish(&package.cache_key, module, tree, expected)?;
+            let slot =
+                store.publish(&package.cache_key, module, tree, expected, OnExisting::Keep)?;
             store.record_executables(&slot, &executables)?;
             Ok(One::Downloaded(slot))
         }
@@ -327,10 +340,12 @@ fn local_result(
     let hash = store.hash_tree(tree)?;
     let slot = match store.check_slot(&copy.cache_key, &hash)? {
         SlotCheck::Verified(existing) => existing,
-        SlotCheck::Missing => store.publish(&copy.cache_key, module, tree, &hash)?,
+        SlotCheck::Missing => {
+            store.publish(&copy.cache_key, module, tree, &hash, OnExisting::Keep)?
+        }
         SlotCheck::Mismatch { path, actual } => {
             tracing::debug!(module, cache = %path.display(), %actual, "restoring a path package's store copy changed in place from its source");
-            store.publish_repairing(&copy.cache_key, module, tree, &hash)?
+            store.publish(&copy.cache_key, module, tree, &hash, OnExisting::Repair)?
         }
     };
     store.record_executables(

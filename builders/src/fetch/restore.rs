@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use agentpack_lockfile::validate::ContentHash;
 
-use crate::package_store::PackageStore;
+use crate::package_store::{OnExisting, PackageStore};
 use crate::resolve::{download_normalized, GithubPackage, ResolutionError};
 
 /// A GitHub package's slot that does not match the lock's content hash.
@@ -70,7 +70,7 @@ pub(crate) fn restore_damaged(
         path: cache.clone(),
         cause: source,
     })?;
-    let slot = store.publish_repairing(cache_key, module, tree, expected)?;
+    let slot = store.publish(cache_key, module, tree, expected, OnExisting::Repair)?;
     store.record_executables(&slot, &downloaded.fetched.executables)?;
     let named = if files.is_empty() {
         "file modes or links".to_owned()

@@ -14,7 +14,7 @@ use agentpack_lockfile::version::VersionConstraint;
 
 use crate::github::resolver::{RefRequest, ResolveError, ResolvedFrom};
 use crate::github::RepoId;
-use crate::package_store::{SlotCheck, TreeMatch};
+use crate::package_store::{OnExisting, SlotCheck, TreeMatch};
 
 use super::*;
 
@@ -315,7 +315,8 @@ impl Run<'_, '_> {
                         &tree,
                     ) {
                         self.warnings.extend(self.env.fetcher.take_warnings());
-                        let slot = store.publish(&cache_key, module, &tree, expected)?;
+                        let slot =
+                            store.publish(&cache_key, module, &tree, expected, OnExisting::Keep)?;
                         store.record_executables(&slot, &executables)?;
                         Some(slot)
                     } else {
@@ -363,7 +364,7 @@ impl Run<'_, '_> {
         }
         let published = match published {
             Some(existing) => existing,
-            None => store.publish(&cache_key, module, &tree, &content_hash)?,
+            None => store.publish(&cache_key, module, &tree, &content_hash, OnExisting::Keep)?,
         };
         store.record_executables(&published, &downloaded.fetched.executables)?;
         self.node(

@@ -131,7 +131,7 @@ impl SnapshotFetcher {
             .iter()
             .map(|(repo, commit)| (repo.clone(), commit.clone(), None))
             .collect();
-        self.prefetch_with(wanted, Keep::Now)
+        self.prefetch_with(wanted, Keep::Now, &mut |_, _| {})
     }
 
     /// [`SnapshotFetcher::prefetch`] for the packages at the given paths of each (repository,
@@ -145,11 +145,23 @@ impl SnapshotFetcher {
         &self,
         wanted: &[(RepoId, String, Vec<String>)],
     ) -> Vec<Result<Arc<RepoSnapshot>, FetchError>> {
+        self.prefetch_packages_then(wanted, &mut |_, _| {})
+    }
+
+    /// [`SnapshotFetcher::prefetch_packages`], calling `ready` with the index in `wanted` and the
+    /// snapshot of each pair as soon as that pair is fetched, on the calling thread, while the
+    /// other pairs are still downloading: work on one repository's packages overlaps the downloads
+    /// of the others. Pairs that fail are not passed to `ready` (their error is in the result).
+    pub fn prefetch_packages_then(
+        &self,
+        wanted: &[(RepoId, String, Vec<String>)],
+        ready: &mut dyn FnMut(usize, &Arc<RepoSnapshot>),
+    ) -> Vec<Result<Arc<RepoSnapshot>, FetchError>> {
         let wanted: Vec<(RepoId, String, Option<Vec<String>>)> = wanted
             .iter()
             .map(|(repo, commit, paths)| (repo.clone(), commit.clone(), Some(paths.clone())))
             .collect();
-        self.prefetch_with(wanted, Keep::Deferred)
+        self.prefetch_with(wanted, Keep::Deferred, ready)
     }
 
     /// Names in the store every download [`SnapshotFetcher::prefetch_packages`] staged: after the
@@ -163,19 +175,28 @@ impl SnapshotFetcher {
         &self,
         wanted: Vec<(RepoId, String, Option<Vec<String>>)>,
         keeping: Keep,
+        ready: &mut dyn FnMut(usize, &Arc<RepoSnapshot>),
     ) -> Vec<Result<Arc<RepoSnapshot>, FetchError>> {
-        let one_by_one = |wanted: &[(RepoId, String, Option<Vec<String>>)]| {
-            wanted
-                .iter()
-                .map(|(repo, commit, paths)| {
-                    let paths = paths.as_deref();
-                    self.shared
-                        .snapshot_covering(repo, commit, paths, paths, keeping)
-                })
-                .collect()
-        };
+        let one_by_one =
+            |wanted: &[(RepoId, String, Option<Vec<String>>)],
+             ready: &mut dyn FnMut(usize, &Arc<RepoSnapshot>)| {
+                wanted
+                    .iter()
+                    .enumerate()
+                    .map(|(index, (repo, commit, paths))| {
+                        let paths = paths.as_deref();
+                        let result = self
+                            .shared
+                            .snapshot_covering(repo, commit, paths, paths, keeping);
+                        if let Ok(snapshot) = &result {
+                            ready(index, snapshot);
+                        }
+                        result
+                    })
+                    .collect()
+            };
         if wanted.len() < 2 {
-            return one_by_one(&wanted);
+            return one_by_one(&wanted, ready);
         }
         let runtime = match tokio::runtime::Builder::new_current_thread()
             .max_blocking_threads(CONCURRENT_FETCHES)
@@ -186,7 +207,7 @@ impl SnapshotFetcher {
             Err(error) => {
                 // No threads to spare: one after another, as before.
                 tracing::debug!(%error, "no runtime for concurrent fetches; fetching one after another");
-                return one_by_one(&wanted);
+                return one_by_one(&wanted, ready);
             }
         };
         runtime.block_on(async {
@@ -207,7 +228,13 @@ impl SnapshotFetcher {
                 (0..wanted.len()).map(|_| None).collect();
             while let Some(joined) = tasks.join_next().await {
                 match joined {
-                    Ok((index, result)) => results[index] = Some(result),
+                    Ok((index, result)) => {
+                        // On this thread while the blocking tasks go on downloading.
+                        if let Ok(snapshot) = &result {
+                            ready(index, snapshot);
+                        }
+                        results[index] = Some(result);
+                    }
                     // A panic in a download is a bug: carry it to the caller as it was.
                     Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
                     // Cancelled (nothing here cancels): its pair is reported below.

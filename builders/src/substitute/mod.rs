@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::package_store::OnExisting;
 use crate::warnings::WarningList;
 
 use crate::oci::{identity_tag, OciClient, OciError, OciReference, OciRepository, OciTransport};
@@ -466,7 +467,13 @@ pub fn fill_from_substituters(
             else {
                 return Ok(None);
             };
-            let slot = store.publish(&package.cache_key, module, &tree, expected)?;
+            let slot = store.publish(
+                &package.cache_key,
+                module,
+                &tree,
+                expected,
+                OnExisting::Keep,
+            )?;
             store.record_executables(&slot, &executables)?;
             Ok(Some(module.to_owned()))
         })

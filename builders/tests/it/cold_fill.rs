@@ -13,7 +13,8 @@ use agentpack_builders::github::metadata_cache::InMemoryMetadataCache;
 use agentpack_builders::github::resolver::Resolver;
 use agentpack_builders::github::RepoId;
 use agentpack_builders::package_store::{
-    BatchEntry, BatchEntryError, PackageStore, ScratchDir, SlotCheck, StoreAccessError, TreeMatch,
+    BatchEntry, BatchEntryError, OnExisting, PackageStore, ScratchDir, SlotCheck, StoreAccessError,
+    TreeMatch,
 };
 use agentpack_builders::resolve::{resolve, ResolveEnv, UpdatePolicy};
 use agentpack_builders::snapshot::{snapshot_name, SnapshotFetcher};
@@ -74,18 +75,10 @@ impl PackageStore for Counting {
         label: &str,
         tree: &Path,
         content_hash: &ContentHash,
-    ) -> Result<PathBuf, StoreAccessError> {
-        self.store.publish(cache_key, label, tree, content_hash)
-    }
-    fn publish_repairing(
-        &self,
-        cache_key: &CacheKey,
-        label: &str,
-        tree: &Path,
-        content_hash: &ContentHash,
+        on_existing: OnExisting,
     ) -> Result<PathBuf, StoreAccessError> {
         self.store
-            .publish_repairing(cache_key, label, tree, content_hash)
+            .publish(cache_key, label, tree, content_hash, on_existing)
     }
     fn publish_batch(
         &self,

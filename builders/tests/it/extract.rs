@@ -233,3 +233,49 @@ fn package_copies_keep_only_links_inside_the_package() {
     );
     assert_eq!(report.links_emptied, vec!["outside"]);
 }
+
+#[test]
+fn a_later_entry_of_the_same_name_replaces_the_earlier_one_but_never_a_directory() {
+    let archive = RawTar::new()
+        .file("top/a", "one")
+        .file("top/a", "two")
+        .symlink("top/l", "a")
+        .file("top/l", "no longer a link")
+        .file("top/f", "no longer a file")
+        .symlink("top/f", "a")
+        .symlink("top/escape", "/etc/passwd")
+        .symlink("top/escape", "/etc/shadow")
+        .finish_gz();
+    let (dir, result) = extract(archive);
+    let report = result.unwrap();
+    let out = dir.path().join("out");
+    assert_eq!(
+        listing(&out),
+        vec!["a f:644", "escape f:644", "f l:a", "l f:644"]
+    );
+    assert_eq!(std::fs::read_to_string(out.join("a")).unwrap(), "two");
+    assert_eq!(
+        std::fs::read_to_string(out.join("l")).unwrap(),
+        "no longer a link"
+    );
+    assert_eq!(report.links_kept, 2);
+
+    // A file or a link where a directory is: refused, the directory left as it was.
+    for second in [
+        RawTar::new()
+            .dir("top/d")
+            .file("top/d/x", "x")
+            .file("top/d", "file"),
+        RawTar::new()
+            .dir("top/d")
+            .file("top/d/x", "x")
+            .symlink("top/d", "x"),
+    ] {
+        let (dir, result) = extract(second.finish_gz());
+        assert!(
+            matches!(result, Err(ExtractError::Conflict { .. })),
+            "{result:?}"
+        );
+        assert!(dir.path().join("out/d/x").is_file());
+    }
+}

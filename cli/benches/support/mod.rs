@@ -90,3 +90,23 @@ pub fn write_market_plugin(
     let dependency = format!("\"github.com/bench/{market}/{dir}\" = \"^1.0\"");
     (dir, dependency)
 }
+
+/// Writes `count` one-file path packages (`<dir>/pkgNNN/SKILL.md`, the shape the launch and no-op
+/// sync benchmarks share) and returns their `[dependencies]` lines.
+pub fn write_skill_packages(dir: &std::path::Path, count: usize) -> Vec<String> {
+    (0..count)
+        .map(|i| {
+            let package = dir.join(format!("pkg{i:03}"));
+            std::fs::create_dir_all(&package).unwrap();
+            std::fs::write(
+                package.join("SKILL.md"),
+                format!(
+                    "---\nname: pkg{i:03}\ndescription: bench skill {i}\n---\n\n{}",
+                    "Body line.\n".repeat(20)
+                ),
+            )
+            .unwrap();
+            format!("pkg{i:03} = {{ path = {:?} }}", package.to_str().unwrap())
+        })
+        .collect()
+}

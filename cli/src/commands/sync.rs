@@ -298,9 +298,10 @@ fn fast_path(ctx: &Context, project: &Project, session: &ProjectSession) -> Resu
         tracing::debug!("sync fast path declined: inputs changed since the last full sync");
         return Ok(None);
     }
-    if listings.len() > record.listings.len() {
-        // Directories too recent to record at the last full sync are old enough now: recorded,
-        // so the next no-op sync does not list them again.
+    if listings != record.listings {
+        // Directories too recent to record at the last full sync are old enough now, or the cache
+        // entries' directories moved (another project published): recorded, so the next no-op
+        // sync does not list or read them again.
         record.listings = listings;
         if let Err(error) = write_record(&record, &state_dir, &mode_dir) {
             tracing::debug!("the fast-path record keeps its listings: {error:#}");

@@ -1,7 +1,8 @@
 //! The hot paths through the real binary: a bare `sync` whose inputs are those of the last verified
 //! one selects its generation again without fetching, hashing or rendering (observable as the `-v`
 //! event "sync fast path: inputs unchanged", and as a staged file changed in place that it does not
-//! notice while `sync --verify-only` does); every kind of input change still rebuilds; a second
+//! notice while `sync --verify-only` does); every kind of input change still rebuilds, also once a
+//! no-op sync has recorded the cache slots (it then stats their directories only); a second
 //! launch of a layered agent does not mirror its home again. Only local path packages: no network.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure
@@ -165,13 +166,7 @@ fn every_kind_of_input_change_rebuilds() {
     assert!(project.sync_was_fast());
 
     // A slot relinked to another store path: a full sync, which puts the right one back.
-    let alpha = project.slot("alpha");
-    let beta = project.slot("beta");
-    let right = std::fs::read_link(&alpha).unwrap();
-    std::fs::remove_file(&alpha).unwrap();
-    std::os::unix::fs::symlink(std::fs::read_link(&beta).unwrap(), &alpha).unwrap();
-    assert!(!project.sync_was_fast(), "slot replaced");
-    assert_eq!(std::fs::read_link(&alpha).unwrap(), right);
+    project.relink_alpha_and_sync("slot replaced");
     assert!(project.sync_was_fast());
 
     // A toggle that changes staging.
@@ -214,6 +209,77 @@ fn a_staged_file_changed_in_place_is_found_by_verify_only_not_by_a_no_op_sync() 
     assert!(!std::fs::read_to_string(&staged)
         .unwrap()
         .contains("// edited"));
+    assert!(project.sync_was_fast());
+}
+
+/// Past `RACY_SECONDS` (2 s, compared in whole seconds): directories changed before now may be
+/// recorded by the fast path.
+const PAST_RACY: std::time::Duration = std::time::Duration::from_millis(3_100);
+
+impl Project {
+    /// Relinks alpha's slot to beta's store path; the next sync is a full one (`what` says why it
+    /// must be) that puts the right link back.
+    fn relink_alpha_and_sync(&self, what: &str) {
+        let alpha = self.slot("alpha");
+        let beta = self.slot("beta");
+        let right = std::fs::read_link(&alpha).unwrap();
+        std::fs::remove_file(&alpha).unwrap();
+        std::os::unix::fs::symlink(std::fs::read_link(&beta).unwrap(), &alpha).unwrap();
+        assert!(!self.sync_was_fast(), "{what}");
+        assert_eq!(std::fs::read_link(&alpha).unwrap(), right);
+    }
+
+    /// Waits past the racy window, then a no-op sync records the cache slots' section (the fast
+    /// path then stats their two directories instead of reading every slot).
+    fn record_slots(&self) {
+        std::thread::sleep(PAST_RACY);
+        assert!(self.sync_was_fast());
+        let projects = self.iso.agentpack_home.join("projects");
+        let record = std::fs::read_dir(&projects)
+            .unwrap()
+            .find_map(|entry| {
+                std::fs::read_to_string(entry.unwrap().path().join("launch/default.sync.json")).ok()
+            })
+            .unwrap();
+        assert!(
+            record.contains("\"slots\""),
+            "the slots are recorded: {record}"
+        );
+    }
+}
+
+/// Once a no-op sync has recorded the slots (~6 s of waiting past the racy window).
+#[test]
+fn recorded_slots_still_notice_a_relinked_slot_and_a_removed_store_path() {
+    let project = Project::synced();
+    project.record_slots();
+    assert!(project.sync_was_fast(), "the recorded slots hold");
+
+    // A slot relinked to another store path: a full sync, which puts the right one back.
+    project.relink_alpha_and_sync("slot relinked");
+
+    // A store path removed: a full sync, which makes it again.
+    project.record_slots();
+    let beta = project.slot("beta");
+    let store_path = std::fs::canonicalize(&beta).unwrap();
+    // Sealed: every directory holding a file, up to the root, made writable to remove it.
+    for file in walk(&store_path) {
+        for dir in file.ancestors().skip(1) {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+            if dir == store_path {
+                break;
+            }
+        }
+    }
+    std::fs::remove_dir_all(&store_path).unwrap();
+    assert!(!project.sync_was_fast(), "store path removed");
+    assert!(
+        std::fs::canonicalize(&beta)
+            .unwrap()
+            .join("SKILL.md")
+            .is_file(),
+        "the package is staged again"
+    );
     assert!(project.sync_was_fast());
 }
 

@@ -5,12 +5,14 @@
 //! target agent, the behaviour toggles, the generation path the pointer resolved to, and the cache
 //! entries the lock names. A cache entry that links into the store (the store paths are immutable
 //! and named by their content) counts as its link target and the identity of that store path's
-//! root (device, inode, type and permission bits): nothing below it is read, so the cost is one
-//! `readlink` and one `stat` per package whatever its size. A file changed in place inside a store
-//! path is not noticed (that is what `AGENTPACK_FULL_VERIFY=1` and `sync --verify-only` are for);
-//! a slot relinked, a store path removed or re-created is. A cache entry that is a directory (an
-//! older layout) and every source directory ([`ExtraInputs::source_dirs`]: path packages and
-//! `$AGENTPACK_HOME/local/` mirrors, re-copied on every sync) are walked: each entry's path, type,
+//! root (type, device and inode): nothing below it is read, so the cost is one `readlink` and one
+//! `stat` per package whatever its size, and with a recorded [`Listings`] one `stat` per directory
+//! holding slots or store paths while those directories are unchanged (see `SlotRecord`). A file
+//! changed in place inside a store path, or its root's permission bits, are not noticed (that is
+//! what `AGENTPACK_FULL_VERIFY=1` and `sync --verify-only` are for); a slot relinked, a store path
+//! removed or re-created is. A cache entry that is a directory (an older layout) and every source
+//! directory ([`ExtraInputs::source_dirs`]: path packages and `$AGENTPACK_HOME/local/` mirrors,
+//! re-copied on every sync) are walked: each entry's path, type,
 //! permission bits, size and modification time (the documented "Launches that skip the sync"
 //! contract). The launcher and `sync` record it after a full sync and compare it on the next run;
 //! any difference sends the command through a full sync. Reading metadata (and the manifest, the
@@ -120,30 +122,169 @@ fn resolve_root(root: &Path) -> Option<(PathBuf, fs::Metadata)> {
     Some((target, meta))
 }
 
-/// A cache entry: a slot linking into the store counts as its target and the identity of the store
-/// path's root; anything else (a legacy slot directory) is walked.
-fn cache_entry(hasher: &mut Sha256, entry: &Path) {
-    let Ok(target) = fs::read_link(entry) else {
-        tree_metadata(hasher, entry, Cover::All, None);
-        return;
-    };
-    field(hasher, b"slot");
-    field(hasher, target.as_os_str().as_encoded_bytes());
-    let resolved = if target.is_absolute() {
-        target
-    } else {
-        entry.parent().unwrap_or(Path::new("/")).join(target)
-    };
-    match resolved.symlink_metadata() {
-        Ok(meta) => {
-            let mut line = [0u8; 21];
-            line[0] = if meta.is_dir() { b'd' } else { b'o' };
-            line[1..5].copy_from_slice(&(meta.mode() & 0o7777).to_le_bytes());
-            line[5..13].copy_from_slice(&meta.dev().to_le_bytes());
-            line[13..21].copy_from_slice(&meta.ino().to_le_bytes());
-            field(hasher, &line);
+/// A directory a recorded section depends on, and its stamp (see `dir_stamp`).
+type DirStamp = (String, [i64; 6]);
+
+/// The identity of a slot's store path root: type, device and inode (`None`: missing).
+type SlotLine = Option<[u8; 17]>;
+
+fn slot_line(path: &Path) -> SlotLine {
+    let meta = path.symlink_metadata().ok()?;
+    let mut line = [0u8; 17];
+    line[0] = if meta.is_dir() { b'd' } else { b'o' };
+    line[1..9].copy_from_slice(&meta.dev().to_le_bytes());
+    line[9..17].copy_from_slice(&meta.ino().to_le_bytes());
+    Some(line)
+}
+
+/// What one cache entry contributed: a slot linking into the store counts as its target and the
+/// identity of the store path's root ([`SlotLine`]); anything else (a legacy slot directory) is
+/// walked.
+enum EntryRead {
+    Slot { target: PathBuf, resolved: PathBuf },
+    Walked,
+}
+
+/// The digest of the cache entries' section of a fingerprint, in lock order: each entry's path and
+/// either its slot (link target and [`SlotLine`]: one `readlink` and one `stat`, nothing below the
+/// store path read) or its walked tree.
+///
+/// With `trusted_before`, also the stamps of the directories the section depends on (see
+/// [`SlotRecord`]), or `None` when it cannot be recorded (an entry that is not a link to an
+/// existing store path, a directory changed too recently). Each directory is stamped before what
+/// it holds is read: the slots' directories before the `readlink`s, the store paths' parents
+/// before the `stat`s, so a change made while reading leaves a stamp that differs next time.
+fn slots_section(
+    entries: &[PathBuf],
+    trusted_before: Option<i64>,
+) -> ([u8; 32], Option<Vec<DirStamp>>) {
+    let mut stamps: Option<Vec<DirStamp>> = trusted_before.map(|_| Vec::new());
+    let stamp = |stamps: &mut Option<Vec<DirStamp>>, dir: &Path| {
+        let Some(list) = stamps.as_mut() else {
+            return;
+        };
+        let (Some(key), Some(before)) = (dir.to_str(), trusted_before) else {
+            *stamps = None;
+            return;
+        };
+        if list.iter().any(|(known, _)| known == key) {
+            return;
         }
-        Err(_) => field(hasher, b"missing"),
+        match fs::metadata(dir) {
+            Ok(meta) if meta.ctime() < before => list.push((key.to_owned(), dir_stamp(&meta))),
+            _ => *stamps = None,
+        }
+    };
+    for entry in entries {
+        stamp(&mut stamps, entry.parent().unwrap_or(Path::new("/")));
+    }
+    let reads: Vec<EntryRead> = entries
+        .iter()
+        .map(|entry| match fs::read_link(entry) {
+            Ok(target) => {
+                let resolved = if target.is_absolute() {
+                    target.clone()
+                } else {
+                    entry.parent().unwrap_or(Path::new("/")).join(&target)
+                };
+                stamp(&mut stamps, resolved.parent().unwrap_or(Path::new("/")));
+                EntryRead::Slot { target, resolved }
+            }
+            Err(_) => EntryRead::Walked,
+        })
+        .collect();
+    let mut hasher = Sha256::new();
+    for (entry, read) in entries.iter().zip(reads) {
+        field(&mut hasher, entry.as_os_str().as_encoded_bytes());
+        match read {
+            EntryRead::Slot { target, resolved } => {
+                field(&mut hasher, b"slot");
+                field(&mut hasher, target.as_os_str().as_encoded_bytes());
+                match slot_line(&resolved) {
+                    Some(line) => field(&mut hasher, &line),
+                    None => {
+                        field(&mut hasher, b"missing");
+                        stamps = None;
+                    }
+                }
+            }
+            EntryRead::Walked => {
+                tree_metadata(&mut hasher, entry, Cover::All, None);
+                stamps = None;
+            }
+        }
+    }
+    (hasher.finalize().into(), stamps)
+}
+
+/// The digest of the cache entries' names, in order: what a [`SlotRecord`] was taken over.
+fn entries_digest(entries: &[PathBuf]) -> String {
+    let mut hasher = Sha256::new();
+    for entry in entries {
+        field(&mut hasher, entry.as_os_str().as_encoded_bytes());
+    }
+    hex::encode(hasher.finalize())
+}
+
+/// The cache entries' section: recomputed by [`slots_section`] (one `readlink` and one `stat` per
+/// slot) unless `cache` holds a [`SlotRecord`] of the same entries whose directories are
+/// unchanged, whose digest is then the section's (one `stat` per directory, whatever the number of
+/// packages).
+fn slots_digest(entries: &[PathBuf], cache: Option<&mut ListingCache<'_>>) -> [u8; 32] {
+    let Some(cache) = cache else {
+        return slots_section(entries, None).0;
+    };
+    let names = entries_digest(entries);
+    if let Some(recorded) = &cache.previous.slots {
+        if let Some(digest) = recorded.still_valid(&names) {
+            cache.next.slots = Some(recorded.clone());
+            return digest;
+        }
+    }
+    let (digest, stamps) = slots_section(entries, Some(cache.trusted_before));
+    cache.next.slots = stamps.map(|dirs| SlotRecord {
+        entries: names,
+        digest: hex::encode(digest),
+        dirs,
+    });
+    digest
+}
+
+/// The cache entries' section of a fingerprint as a computation found it, kept with the
+/// [`Listings`] so the next computation need not read every slot again.
+///
+/// A slot is a symbolic link (changed only by replacing or removing it, which moves its
+/// directory's modification and change times) to a store path whose root's identity changes only
+/// by removing or renaming it in its parent directory (which moves that directory's times). While
+/// every such directory has the device, inode and both times recorded, each slot still links where
+/// it did and each store path root is still the one it was, so the section's digest is the one
+/// recorded. Recorded only when every entry is a slot linking to an existing store path and every
+/// directory changed more than [`RACY_SECONDS`] before it was stamped.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct SlotRecord {
+    /// [`entries_digest`] of the cache entries it covers.
+    entries: String,
+    /// The section's digest (hex).
+    digest: String,
+    /// Each directory the section depends on, with its stamp.
+    dirs: Vec<DirStamp>,
+}
+
+impl SlotRecord {
+    /// The recorded digest, when it covers `entries` (an [`entries_digest`]) and no directory
+    /// moved.
+    fn still_valid(&self, entries: &str) -> Option<[u8; 32]> {
+        if self.entries != entries {
+            return None;
+        }
+        for (dir, stamp) in &self.dirs {
+            let meta = fs::metadata(dir).ok()?;
+            if dir_stamp(&meta) != *stamp {
+                return None;
+            }
+        }
+        let bytes = hex::decode(&self.digest).ok()?;
+        <[u8; 32]>::try_from(bytes).ok()
     }
 }
 
@@ -266,20 +407,28 @@ fn tree_metadata(
 /// recorded names; each is still stat'ed, because an edit in place moves only the file's own times.
 /// A directory changed less than [`RACY_SECONDS`] before it was listed is not recorded (a change in
 /// the same clock tick would leave its times as they were), nor one with a name that is not UTF-8.
+///
+/// It also keeps the cache entries' section of the fingerprint with the stamps of the directories
+/// holding the slots and their store paths (see `SlotRecord`), so the next computation need not
+/// read every slot either.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Listings {
     dirs: std::collections::BTreeMap<String, Listing>,
+    /// The cache entries' section, when it could be recorded (see [`SlotRecord`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    slots: Option<SlotRecord>,
 }
 
 impl Listings {
-    /// How many directories are recorded.
+    /// How many directories' listings are recorded, plus one for a recorded section of cache
+    /// entries (so a record that gains one is longer).
     pub fn len(&self) -> usize {
-        self.dirs.len()
+        self.dirs.len() + usize::from(self.slots.is_some())
     }
 
     /// Is nothing recorded?
     pub fn is_empty(&self) -> bool {
-        self.dirs.is_empty()
+        self.len() == 0
     }
 }
 
@@ -433,9 +582,14 @@ fn digest(
             b"generation missing"
         },
     );
-    for entry in &inputs.cache_entries {
-        field(&mut hasher, entry.as_os_str().as_encoded_bytes());
-        cache_entry(&mut hasher, entry);
+    // No cache entries, no section: a digest without slots (a rollback's record) is the one
+    // earlier versions computed.
+    if !inputs.cache_entries.is_empty() {
+        field(&mut hasher, b"slots");
+        field(
+            &mut hasher,
+            &slots_digest(&inputs.cache_entries, listings.as_deref_mut()),
+        );
     }
     for dir in &extra.source_dirs {
         field(&mut hasher, b"source");
@@ -588,6 +742,85 @@ mod tests {
             compute_with_listings_before(&inputs, &extra, &relisted, future).0,
             compute_extended(&inputs, &extra)
         );
+    }
+
+    /// Past the filesystem clock's granularity, so a change made now moves a directory's times
+    /// (the fast path's [`RACY_SECONDS`] stands for this in real use).
+    fn next_tick() {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+    }
+
+    #[test]
+    fn a_recorded_slot_section_gives_the_same_digest_and_misses_no_relink_or_removal() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::write(root.join("agentpack.toml"), "").unwrap();
+        fs::write(root.join("pack.lock"), "").unwrap();
+        for name in ["aaaa-pkg", "bbbb-pkg", "cccc-pkg"] {
+            fs::create_dir_all(root.join("cache/store/v1").join(name)).unwrap();
+        }
+        std::os::unix::fs::symlink("store/v1/aaaa-pkg", root.join("cache/one")).unwrap();
+        std::os::unix::fs::symlink("store/v1/bbbb-pkg", root.join("cache/two")).unwrap();
+        let entries = vec![root.join("cache/one"), root.join("cache/two")];
+        let (inputs, extra) = bare_sync_inputs(root, entries);
+        let plain = compute_extended(&inputs, &extra);
+        // Directories changed just now are not recorded (racy)...
+        let (digest, racy) = compute_with_listings(&inputs, &extra, &Listings::default());
+        assert_eq!(digest, plain);
+        assert!(racy.slots.is_none(), "{racy:?}");
+        // ...older ones are: the slots' directory and the store paths' one.
+        let future = i64::MAX;
+        let (digest, recorded) =
+            compute_with_listings_before(&inputs, &extra, &Listings::default(), future);
+        assert_eq!(digest, plain);
+        let slots = recorded.slots.clone().expect("recorded");
+        assert_eq!(slots.dirs.len(), 2, "{slots:?}");
+        assert_eq!(recorded.len(), 1);
+        let (again, kept) = compute_with_listings_before(&inputs, &extra, &recorded, future);
+        assert_eq!(again, plain, "a recorded section gives the same digest");
+        assert_eq!(kept, recorded);
+        // Other entries than those recorded: read again.
+        let (fewer, _) = bare_sync_inputs(root, vec![root.join("cache/one")]);
+        assert_eq!(
+            compute_with_listings_before(&fewer, &extra, &recorded, future).0,
+            compute_extended(&fewer, &extra)
+        );
+
+        // After each change: the digest differs from the one before, and a computation over the
+        // recorded section gives the plain one (the directories moved, so it reads again).
+        let changed = |before: &str, recorded: &Listings| {
+            let plain = compute_extended(&inputs, &extra);
+            assert_ne!(plain, before);
+            let (digest, next) = compute_with_listings_before(&inputs, &extra, recorded, future);
+            assert_eq!(digest, plain);
+            (plain, next)
+        };
+        // A slot relinked moves its directory's times.
+        next_tick();
+        fs::remove_file(root.join("cache/two")).unwrap();
+        std::os::unix::fs::symlink("store/v1/cccc-pkg", root.join("cache/two")).unwrap();
+        let (relinked, recorded) = changed(&plain, &recorded);
+        // A store path removed and made again (another inode) moves the store's directory.
+        next_tick();
+        fs::create_dir(root.join("cache/store/v1/aaaa-pkg-new")).unwrap();
+        fs::remove_dir(root.join("cache/store/v1/aaaa-pkg")).unwrap();
+        fs::rename(
+            root.join("cache/store/v1/aaaa-pkg-new"),
+            root.join("cache/store/v1/aaaa-pkg"),
+        )
+        .unwrap();
+        let (recreated, recorded) = changed(&relinked, &recorded);
+        // A store path removed: noticed, and a section with a missing store path is not recorded.
+        next_tick();
+        fs::remove_dir(root.join("cache/store/v1/aaaa-pkg")).unwrap();
+        let (_, after) = changed(&recreated, &recorded);
+        assert!(after.slots.is_none(), "{after:?}");
+        // A legacy slot directory (walked) is never recorded either.
+        fs::create_dir_all(root.join("cache/legacy")).unwrap();
+        let (legacy, _) = bare_sync_inputs(root, vec![root.join("cache/legacy")]);
+        let (_, after) =
+            compute_with_listings_before(&legacy, &extra, &Listings::default(), future);
+        assert!(after.slots.is_none(), "{after:?}");
     }
 
     #[test]

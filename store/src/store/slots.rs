@@ -210,14 +210,50 @@ impl Store {
     /// Point slot `cache_key` at `path` atomically (temp symlink + rename). A legacy slot directory is
     /// moved aside and removed.
     pub fn set_slot(&self, cache_key: &str, path: &StorePath) -> Result<()> {
-        let slot = self.slot_path(cache_key)?;
         let _lock = self.lock(LockKind::Shared)?;
+        if self.link_slot(cache_key, path)? {
+            self.flush_slots()?;
+        }
+        Ok(())
+    }
+
+    /// [`Store::set_slot`] for every `(cache_key, path)` of `slots`, under one lock and with one
+    /// flush of the cache directory for all of them (a batch publication's slots). One result per
+    /// entry, in order; the outer error is the lock's or the flush's: then no slot is known durable.
+    pub fn set_slots(&self, slots: &[(&str, &StorePath)]) -> Result<Vec<Result<()>>> {
+        let _lock = self.lock(LockKind::Shared)?;
+        let mut changed = false;
+        let results = slots
+            .iter()
+            .map(|(cache_key, path)| {
+                changed |= self.link_slot(cache_key, path)?;
+                Ok(())
+            })
+            .collect();
+        if changed {
+            self.flush_slots()?;
+        }
+        Ok(results)
+    }
+
+    /// Flushes the cache directory (where the slot links are) when this store flushes.
+    fn flush_slots(&self) -> Result<()> {
+        if self.flush {
+            fsutil::fsync_dir(&self.cache_dir)?;
+        }
+        Ok(())
+    }
+
+    /// Points slot `cache_key` at `path` without flushing, under the caller's lock; `false` when it
+    /// already pointed there (nothing written).
+    fn link_slot(&self, cache_key: &str, path: &StorePath) -> Result<bool> {
+        let slot = self.slot_path(cache_key)?;
         let target = Path::new("store")
             .join(LAYOUT_VERSION_DIR)
             .join(path.name().as_str());
         if std::fs::read_link(&slot).is_ok_and(|existing| existing == target) {
             // Already so (possibly another user's link, which this user could not replace).
-            return Ok(());
+            return Ok(false);
         }
         let link = |slot: &Path| {
             agentpack_fs::write_symlink(
@@ -249,10 +285,7 @@ impl Store {
             link(&slot)?;
             fsutil::remove_tree(&aside)?;
         }
-        if self.flush {
-            fsutil::fsync_dir(&self.cache_dir)?;
-        }
-        Ok(())
+        Ok(true)
     }
 
     /// Remove slot `cache_key` (a link; a legacy directory is removed too). Missing is fine.

@@ -210,6 +210,33 @@ fn slots_link_into_the_store_and_verify_against_the_lock() {
 }
 
 #[test]
+fn a_batch_of_slots_links_each_and_keeps_each_entrys_error() {
+    let dir = TestDir::new();
+    let store = open_store(dir.path(), LinkMode::Auto);
+    let (src_a, src_b) = (dir.path().join("a"), dir.path().join("b"));
+    package_tree(&src_a, "a");
+    package_tree(&src_b, "b");
+    let a = store.publish_tree(&src_a, "a", None).unwrap();
+    let b = store.publish_tree(&src_b, "b", None).unwrap();
+    let (key_a, key_b) = ("1a".repeat(32), "2b".repeat(32));
+    let results = store
+        .set_slots(&[(&key_a, &a), ("a/b", &b), (&key_b, &b)])
+        .unwrap();
+    assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
+    assert!(
+        matches!(results[1], Err(StoreError::InvalidCacheKey { .. })),
+        "{results:?}"
+    );
+    assert_eq!(store.slot(&key_a).unwrap(), Some(a.clone()));
+    assert_eq!(store.slot(&key_b).unwrap(), Some(b.clone()));
+    // Again, and switched: each slot follows its own entry.
+    let results = store.set_slots(&[(&key_a, &b), (&key_b, &b)]).unwrap();
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(store.slot(&key_a).unwrap(), Some(b.clone()));
+    assert_eq!(store.slot(&key_b).unwrap(), Some(b));
+}
+
+#[test]
 fn a_legacy_slot_directory_is_imported_when_it_verifies() {
     let dir = TestDir::new();
     let store = open_store(dir.path(), LinkMode::Auto);

@@ -26,7 +26,7 @@ use agentpack_builders::npm::registry::{tarball_url, RegistryClient};
 use agentpack_builders::npm::tree::{applies_on, node_platform, package_name_at};
 use agentpack_builders::npm::tree_store::{tree_pointer, unpack_tarball_limited};
 use agentpack_builders::oci::archive::{self, Compression};
-use agentpack_builders::package_store::{PackageStore, SlotCheck, TreeMatch};
+use agentpack_builders::package_store::{OnExisting, PackageStore, SlotCheck, TreeMatch};
 use agentpack_lockfile::Lockfile;
 use agentpack_store::Store;
 use anyhow::{bail, Context as _, Result};
@@ -293,6 +293,7 @@ pub fn import(
             package.module.as_str(),
             &tree,
             expected,
+            OnExisting::Keep,
         )?;
         PackageStore::record_executables(store, &slot, &executables.into_iter().collect())?;
         imported.packages += 1;
