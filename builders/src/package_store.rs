@@ -168,7 +168,8 @@ pub trait PackageStore: Sync {
     /// (each slot pointed at its tree), as one batch: the store flushes once for all of them. Each
     /// tree is checked against its content hash on the copy that is published (the one hash of a
     /// fresh download): a mismatch is [`BatchEntryError::Mismatch`]. One result per entry, in
-    /// order; the outer error is the batch's own (nothing was published).
+    /// order; the outer error is the batch's own (no slot is known to point at its tree; a tree
+    /// already published stays for `gc`).
     fn publish_batch(
         &self,
         entries: &[BatchEntry<'_>],

@@ -7,7 +7,6 @@
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use agentpack_lockfile::lock::{LockedPackage, Lockfile};
 use agentpack_lockfile::validate::{CacheKey, ContentHash};
@@ -16,7 +15,7 @@ use rayon::prelude::*;
 use crate::github::RepoId;
 use crate::package_store::{BatchEntry, BatchEntryError, PackageStore};
 use crate::resolve::{fetch_normalized, Fetched, GithubPackage, ResolutionError};
-use crate::snapshot::{FetchError, RepoSnapshot, SnapshotFetcher};
+use crate::snapshot::{FetchError, SnapshotFetcher};
 
 /// What [`fill_from_github`] published.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -136,7 +135,7 @@ fn fill_groups(
     // Each repository's packages are copied out and normalized (in parallel) as soon as it is
     // fetched, while the other repositories are still downloading.
     let mut normalized: Vec<Option<NormalizedPackage>> = (0..jobs.len()).map(|_| None).collect();
-    let mut normalize_group = |group: usize, _: &Arc<RepoSnapshot>| {
+    let mut normalize_group = |group: usize| {
         let range = first_job[group]..first_job[group] + groups[group].1.len();
         let results: Vec<NormalizedPackage> = jobs[range.clone()]
             .par_iter()

@@ -131,7 +131,7 @@ impl SnapshotFetcher {
             .iter()
             .map(|(repo, commit)| (repo.clone(), commit.clone(), None))
             .collect();
-        self.prefetch_with(wanted, Keep::Now, &mut |_, _| {})
+        self.prefetch_with(wanted, Keep::Now, &mut |_| {})
     }
 
     /// [`SnapshotFetcher::prefetch`] for the packages at the given paths of each (repository,
@@ -145,17 +145,17 @@ impl SnapshotFetcher {
         &self,
         wanted: &[(RepoId, String, Vec<String>)],
     ) -> Vec<Result<Arc<RepoSnapshot>, FetchError>> {
-        self.prefetch_packages_then(wanted, &mut |_, _| {})
+        self.prefetch_packages_then(wanted, &mut |_| {})
     }
 
-    /// [`SnapshotFetcher::prefetch_packages`], calling `ready` with the index in `wanted` and the
-    /// snapshot of each pair as soon as that pair is fetched, on the calling thread, while the
-    /// other pairs are still downloading: work on one repository's packages overlaps the downloads
-    /// of the others. Pairs that fail are not passed to `ready` (their error is in the result).
+    /// [`SnapshotFetcher::prefetch_packages`], calling `ready` with the index in `wanted` of each
+    /// pair as soon as that pair is fetched (its packages can then be taken from this fetcher), on
+    /// the calling thread, while the other pairs are still downloading: work on one repository's
+    /// packages overlaps the downloads of the others. Pairs that fail are not passed to `ready` (their error is in the result).
     pub fn prefetch_packages_then(
         &self,
         wanted: &[(RepoId, String, Vec<String>)],
-        ready: &mut dyn FnMut(usize, &Arc<RepoSnapshot>),
+        ready: &mut dyn FnMut(usize),
     ) -> Vec<Result<Arc<RepoSnapshot>, FetchError>> {
         let wanted: Vec<(RepoId, String, Option<Vec<String>>)> = wanted
             .iter()
@@ -175,26 +175,25 @@ impl SnapshotFetcher {
         &self,
         wanted: Vec<(RepoId, String, Option<Vec<String>>)>,
         keeping: Keep,
-        ready: &mut dyn FnMut(usize, &Arc<RepoSnapshot>),
+        ready: &mut dyn FnMut(usize),
     ) -> Vec<Result<Arc<RepoSnapshot>, FetchError>> {
-        let one_by_one =
-            |wanted: &[(RepoId, String, Option<Vec<String>>)],
-             ready: &mut dyn FnMut(usize, &Arc<RepoSnapshot>)| {
-                wanted
-                    .iter()
-                    .enumerate()
-                    .map(|(index, (repo, commit, paths))| {
-                        let paths = paths.as_deref();
-                        let result = self
-                            .shared
-                            .snapshot_covering(repo, commit, paths, paths, keeping);
-                        if let Ok(snapshot) = &result {
-                            ready(index, snapshot);
-                        }
-                        result
-                    })
-                    .collect()
-            };
+        let one_by_one = |wanted: &[(RepoId, String, Option<Vec<String>>)],
+                          ready: &mut dyn FnMut(usize)| {
+            wanted
+                .iter()
+                .enumerate()
+                .map(|(index, (repo, commit, paths))| {
+                    let paths = paths.as_deref();
+                    let result = self
+                        .shared
+                        .snapshot_covering(repo, commit, paths, paths, keeping);
+                    if result.is_ok() {
+                        ready(index);
+                    }
+                    result
+                })
+                .collect()
+        };
         if wanted.len() < 2 {
             return one_by_one(&wanted, ready);
         }
@@ -230,8 +229,8 @@ impl SnapshotFetcher {
                 match joined {
                     Ok((index, result)) => {
                         // On this thread while the blocking tasks go on downloading.
-                        if let Ok(snapshot) = &result {
-                            ready(index, snapshot);
+                        if result.is_ok() {
+                            ready(index);
                         }
                         results[index] = Some(result);
                     }

@@ -11,7 +11,7 @@ use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use agentpack_test_support::{write, IsolatedHome};
+use agentpack_test_support::{make_writable, write, IsolatedHome};
 
 const FAST: &str = "sync fast path: inputs unchanged";
 
@@ -262,15 +262,7 @@ fn recorded_slots_still_notice_a_relinked_slot_and_a_removed_store_path() {
     project.record_slots();
     let beta = project.slot("beta");
     let store_path = std::fs::canonicalize(&beta).unwrap();
-    // Sealed: every directory holding a file, up to the root, made writable to remove it.
-    for file in walk(&store_path) {
-        for dir in file.ancestors().skip(1) {
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-            if dir == store_path {
-                break;
-            }
-        }
-    }
+    make_writable(&store_path);
     std::fs::remove_dir_all(&store_path).unwrap();
     assert!(!project.sync_was_fast(), "store path removed");
     assert!(

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use agentpack_test_support::{
-    agentpack_bin, write_executable, Endpoint, FakeGitHub, IsolatedHome, TestRepo,
+    agentpack_bin, make_writable, write_executable, Endpoint, FakeGitHub, IsolatedHome, TestRepo,
 };
 
 struct World {
@@ -260,28 +260,6 @@ fn remove_slot(slot: &Path) {
     }
     make_writable(slot);
     std::fs::remove_dir_all(slot).unwrap();
-}
-
-fn make_writable(dir: &Path) {
-    use std::os::unix::fs::PermissionsExt as _;
-    for entry in walk(dir) {
-        let meta = std::fs::symlink_metadata(&entry).unwrap();
-        if meta.file_type().is_symlink() {
-            continue;
-        }
-        let mode = if meta.is_dir() { 0o755 } else { 0o644 };
-        std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(mode)).unwrap();
-    }
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = vec![dir.to_path_buf()];
-    if std::fs::symlink_metadata(dir).unwrap().is_dir() {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            out.extend(walk(&entry.unwrap().path()));
-        }
-    }
-    out
 }
 
 /// A stand-in agent that records its arguments (one a line) and its environment.

@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use agentpack_test_support::{FakeGitHub, IsolatedHome};
+use agentpack_test_support::{make_writable, FakeGitHub, IsolatedHome};
 
 fn run(home: &IsolatedHome, args: &[&str]) -> Output {
     let bin = assert_cmd::cargo::cargo_bin("agentpack");
@@ -79,19 +79,6 @@ fn lock_field(home: &IsolatedHome, field: &str) -> String {
         .find_map(|line| line.strip_prefix(&prefix))
         .map(|rest| rest.trim_end_matches('"').to_owned())
         .unwrap_or_else(|| panic!("no {field} in {lock}"))
-}
-
-fn make_writable(path: &Path) {
-    let mode = if path.is_dir() { 0o755 } else { 0o644 };
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-    if path.is_dir() {
-        for entry in std::fs::read_dir(path).unwrap() {
-            let entry = entry.unwrap();
-            if !entry.file_type().unwrap().is_symlink() {
-                make_writable(&entry.path());
-            }
-        }
-    }
 }
 
 #[test]

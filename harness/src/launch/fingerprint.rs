@@ -420,8 +420,8 @@ pub struct Listings {
 }
 
 impl Listings {
-    /// How many directories' listings are recorded, plus one for a recorded section of cache
-    /// entries (so a record that gains one is longer).
+    /// How many things are recorded: each directory's listing, and the cache entries' section when
+    /// it is.
     pub fn len(&self) -> usize {
         self.dirs.len() + usize::from(self.slots.is_some())
     }

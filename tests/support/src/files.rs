@@ -1,6 +1,7 @@
 //! The small file helpers every suite repeated: write a file with its parents, an executable
 //! script, a copied tree, a skill's `SKILL.md`, a fixture plugin, and where the workspace's example
-//! packages are, and a digest of trees to show a command changed nothing in them.
+//! packages are, a digest of trees to show a command changed nothing in them, and a sealed store
+//! tree made writable again so a test can edit or remove it.
 //!
 //! Test-only: they panic on failure (a failed setup is a failed test).
 
@@ -120,4 +121,32 @@ pub fn tree_digest(roots: &[&Path]) -> String {
         }
     }
     format!("{:x}", digest.finalize())
+}
+
+/// Makes the tree at `root` writable by its owner again (directories 0755, files gain the owner's
+/// write bit and keep the rest: a file may be a hard link of something else, such as the binary
+/// under test; links are left alone and not followed): store paths are sealed read-only, and a
+/// test that edits or removes one, or the temporary directory holding it, needs this first.
+/// Entries it cannot reach are skipped.
+pub fn make_writable(root: &Path) {
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        let mode = if meta.is_dir() {
+            0o755
+        } else {
+            meta.permissions().mode() | 0o200
+        };
+        let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode));
+        if meta.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(&path) {
+                stack.extend(entries.flatten().map(|entry| entry.path()));
+            }
+        }
+    }
 }

@@ -31,7 +31,8 @@ pub mod users;
 
 pub use fake_github::{Endpoint, FakeGitHub};
 pub use files::{
-    copy_dir, demo_plugin, examples_dir, skill_md, tree_digest, write, write_executable, write_in,
+    copy_dir, demo_plugin, examples_dir, make_writable, skill_md, tree_digest, write,
+    write_executable, write_in,
 };
 pub use git_repo::{git, TestRepo};
 pub use isolated::IsolatedHome;

@@ -196,7 +196,7 @@ impl Default for SharedTempDir {
 
 impl Drop for SharedTempDir {
     fn drop(&mut self) {
-        make_writable(self.0.path());
+        crate::files::make_writable(self.0.path());
     }
 }
 
@@ -204,24 +204,6 @@ impl Drop for SharedTempDir {
 pub fn set_mode(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-/// Make every directory below `root` writable by its owner (root), so the tree can be removed.
-fn make_writable(root: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(meta) = std::fs::symlink_metadata(&dir) else {
-            continue;
-        };
-        if !meta.is_dir() {
-            continue;
-        }
-        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755));
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            stack.extend(entries.flatten().map(|entry| entry.path()));
-        }
-    }
 }
 
 /// `du -sB1 <path>`: the bytes the filesystem allocates for the tree (each inode once).
