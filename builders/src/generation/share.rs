@@ -10,9 +10,12 @@
 //! - Codex (`codex-home/skills/<name>`) follows one, but names the skill after the plugin manifest
 //!   (`.codex-plugin/` or `.claude-plugin/`) of a directory the link resolves into: only a skill
 //!   directory with no such manifest on its way from the package root is linked;
-//! - Claude Code's `claude plugin validate` reads a plugin's components without following links,
-//!   and Cursor, Grok and Antigravity have no client here to check: their trees keep real
-//!   directories.
+//! - Claude Code (`plugins/agentpack-bundle/skills/<name>`) loads a symlinked skill directory as
+//!   `agentpack-bundle:<name>` whatever lies above its target (its session `init` event lists it);
+//!   `claude plugin validate` passes the bundle without reading the linked skill, whose files are
+//!   the package's own. Claude does not load a symlinked command or agent file, so only skill
+//!   directories are ever links;
+//! - Cursor, Grok and Antigravity have no client here to check: their trees keep real directories.
 //!
 //! The targets are absolute (a home layer that re-creates the links elsewhere keeps them working),
 //! and only into store paths the generation references, so GC keeps every target while the
@@ -23,10 +26,30 @@ use std::path::{Path, PathBuf};
 
 use agentpack_store::{BlobId, Entry, PlannedFile, Source, Store, StorePathName};
 
-/// Where skill directories may be links, and whether a plugin manifest above the linked
-/// directory (inside its package) rules it out.
-const SHARED_SKILL_ROOTS: [(&str, bool); 2] =
-    [("opencode/skills/", false), ("codex-home/skills/", true)];
+/// A staged directory whose skill directories may be links.
+struct SharedSkillRoot {
+    /// The directory in the generation, with a trailing `/`.
+    root: &'static str,
+    /// Whether the agent names a skill after a plugin manifest above the link's target, which
+    /// rules such targets out.
+    renamed_below_a_plugin: bool,
+}
+
+/// One row per agent tree that reads skill directories through links.
+const SHARED_SKILL_ROOTS: [SharedSkillRoot; 3] = [
+    SharedSkillRoot {
+        root: "plugins/agentpack-bundle/skills/",
+        renamed_below_a_plugin: false,
+    },
+    SharedSkillRoot {
+        root: "opencode/skills/",
+        renamed_below_a_plugin: false,
+    },
+    SharedSkillRoot {
+        root: "codex-home/skills/",
+        renamed_below_a_plugin: true,
+    },
+];
 
 /// Plugin manifests Codex names a skill after when its resolved path lies below one.
 const CODEX_PLUGIN_MARKERS: [&str; 2] = [".codex-plugin", ".claude-plugin"];
@@ -40,18 +63,22 @@ pub(super) fn share_unconverted_dirs(
 ) -> usize {
     let mut candidates: BTreeMap<String, bool> = BTreeMap::new();
     for path in files.keys() {
-        for (root, strict) in SHARED_SKILL_ROOTS {
-            let Some(rest) = path.strip_prefix(root) else {
+        for shared in &SHARED_SKILL_ROOTS {
+            let Some(rest) = path.strip_prefix(shared.root) else {
                 continue;
             };
             if let Some((name, _)) = rest.split_once('/') {
-                candidates.insert(format!("{root}{name}"), strict);
+                candidates.insert(
+                    format!("{}{name}", shared.root),
+                    shared.renamed_below_a_plugin,
+                );
             }
         }
     }
     let mut shared = 0;
-    for (dir, strict) in candidates {
-        let Some(target) = link_target(store, references, files, &dir, strict) else {
+    for (dir, renamed_below_a_plugin) in candidates {
+        let Some(target) = link_target(store, references, files, &dir, renamed_below_a_plugin)
+        else {
             continue;
         };
         let prefix = format!("{dir}/");
@@ -83,7 +110,7 @@ fn link_target(
     references: &BTreeSet<StorePathName>,
     files: &BTreeMap<String, PlannedFile>,
     dir: &str,
-    strict: bool,
+    renamed_below_a_plugin: bool,
 ) -> Option<PathBuf> {
     let prefix = format!("{dir}/");
     let mut source_dir: Option<PathBuf> = None;
@@ -165,7 +192,7 @@ fn link_target(
     if stored_dirs != implied_dirs {
         return None;
     }
-    if strict && plugin_manifest_above(&meta.entries, &inner) {
+    if renamed_below_a_plugin && plugin_manifest_above(&meta.entries, &inner) {
         return None;
     }
     Some(store_path.path().join(&inner))

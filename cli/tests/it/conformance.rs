@@ -6,7 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // test code: a panic is a failure; skips are printed
 
-use agentpack_test_support::{agents_bin, run_pinned, writable_layer, IsolatedHome};
+use agentpack_test_support::{
+    agents_bin, claude_init_stream, run_pinned, writable_layer, IsolatedHome,
+};
 use std::path::{Path, PathBuf};
 
 fn examples() -> PathBuf {
@@ -62,7 +64,7 @@ fn staged(home: &IsolatedHome, tree: &str) -> PathBuf {
 }
 
 #[test]
-fn claude_code_validates_the_staged_bundle() {
+fn claude_code_validates_and_loads_the_staged_bundle() {
     let Some(bin) = agents_bin() else { return };
     let home = synced_project();
     let bundle = staged(&home, "plugins/agentpack-bundle");
@@ -74,18 +76,44 @@ fn claude_code_validates_the_staged_bundle() {
         &[],
     );
     assert!(out.contains("Validation passed"), "{out}");
-    for expected in [
-        "agentpack-bundle:hello-skill",
-        "agentpack-bundle:team-rules",
-        "agentpack-bundle:style",
-        "agentpack-bundle:review",
-        "agentpack-bundle:reviewer",
-        "agentpack-bundle:planner",
-    ] {
-        assert!(
-            out.contains(expected),
-            "claude does not list {expected}:\n{out}"
-        );
+    // An unchanged skill directory is a link into its package. The validator does not follow it
+    // and says so (it then lists no components); a --plugin-dir session does follow it.
+    let linked = bundle.join("skills/hello-skill");
+    assert!(
+        std::fs::symlink_metadata(&linked)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "{} is not a link",
+        linked.display()
+    );
+    assert!(out.contains("not read"), "{out}");
+
+    // What a session loads: the init event names every skill, command and agent.
+    let events = claude_init_stream(&bin, &home.home, &home.project, &bundle);
+    let init = events.iter().find(|e| e["subtype"] == "init").unwrap();
+    let listed = |key: &str| -> Vec<String> {
+        init[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("no {key} in {init}"))
+            .iter()
+            .filter_map(|name| name.as_str().map(str::to_owned))
+            .collect()
+    };
+    let skills = listed("skills");
+    for skill in ["hello-skill", "team-rules", "style"] {
+        let name = format!("agentpack-bundle:{skill}");
+        assert!(skills.contains(&name), "init lists no {name}: {skills:?}");
+    }
+    let commands = listed("slash_commands");
+    assert!(
+        commands.contains(&"agentpack-bundle:review".to_owned()),
+        "{commands:?}"
+    );
+    let agents = listed("agents");
+    for agent in ["reviewer", "planner"] {
+        let name = format!("agentpack-bundle:{agent}");
+        assert!(agents.contains(&name), "init lists no {name}: {agents:?}");
     }
 }
 

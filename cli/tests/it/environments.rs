@@ -972,7 +972,9 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     while let Some(next) = pending.pop() {
         for entry in std::fs::read_dir(&next).unwrap() {
             let entry = entry.unwrap();
-            let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+            // Followed: a staged skill directory may be a link into its package's store path,
+            // which differs between homes; its content is what must match.
+            let meta = std::fs::metadata(entry.path()).unwrap();
             if meta.is_dir() {
                 pending.push(entry.path());
                 out.push((entry.path(), Vec::new()));

@@ -10,13 +10,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // test code: a panic is a failure; skips are printed
 
 use agentpack_test_support::{
-    agentpack_bin, agents_bin, run_pinned, writable_layer, write, write_executable, FakeGitHub,
-    IsolatedHome, Run,
+    agentpack_bin, agents_bin, claude_init_stream, run_pinned, writable_layer, write,
+    write_executable, FakeGitHub, IsolatedHome, Run,
 };
-use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use agentpack_lockfile::lock::Lockfile;
 use serde_json::Value;
@@ -110,70 +109,6 @@ fn walkdir(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
-}
-
-/// A port on 127.0.0.1 nothing listens on.
-fn closed_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
-/// Claude Code's print-mode stream up to and including its `init` event, for the bundle `plugin_dir`
-/// (the model request that follows goes to a closed port on 127.0.0.1, so the process is stopped
-/// there).
-fn claude_init_stream(agents: &Path, home: &Path, cwd: &Path, plugin_dir: &Path) -> Vec<Value> {
-    let mut child = Command::new(agents.join("claude"))
-        .args(["-p", "hi", "--output-format", "stream-json", "--verbose"])
-        .arg("--plugin-dir")
-        .arg(plugin_dir)
-        .current_dir(cwd)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("ANTHROPIC_API_KEY", "sk-ant-dummy")
-        .env(
-            "ANTHROPIC_BASE_URL",
-            format!("http://127.0.0.1:{}", closed_port()),
-        )
-        .env("DISABLE_AUTOUPDATER", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if sender.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut events = Vec::new();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let Ok(line) = receiver.recv_timeout(left) else {
-            break;
-        };
-        let Ok(event) = serde_json::from_str::<Value>(&line) else {
-            continue;
-        };
-        let init = event["subtype"] == "init";
-        events.push(event);
-        if init {
-            break;
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    assert!(
-        events.iter().any(|e| e["subtype"] == "init"),
-        "no init event from claude: {events:?}"
-    );
-    events
 }
 
 /// The `SessionStart` hook outcomes of an init stream: `(stdout, exit code)`.

@@ -90,8 +90,19 @@ fn claude_validates_the_bundle_it_was_launched_with() {
             &bundle.to_string_lossy(),
         ],
     );
-    assert!(text.contains("agentpack-bundle:demo-skill"), "{text}");
     assert!(text.contains("Validation passed"), "{text}");
+    // The unchanged skill is a link into its package: the validator says it did not follow it
+    // (a --plugin-dir session does; `conformance.rs` reads Claude's init event for that).
+    let skill = bundle.join("skills/demo-skill");
+    assert!(
+        std::fs::symlink_metadata(&skill)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "{}",
+        skill.display()
+    );
+    assert!(text.contains("not read"), "{text}");
 
     // What the launcher passed with --plugin-dir (and the inline --settings beside it) is the
     // session's plugin, loaded from the generation the pointer selects.

@@ -1,7 +1,7 @@
 //! Unchanged skill directories are staged as links into their package's store path where the
-//! agent reads through them (OpenCode; Codex when no plugin manifest lies above the skill), real
-//! directories elsewhere (issue 14, Build 3); the links survive `store verify` and `gc`, and
-//! eject copies real files out of them.
+//! agent reads through them (Claude Code's bundle; OpenCode; Codex when no plugin manifest lies
+//! above the skill), real directories elsewhere (issue 14, Build 3); the links survive
+//! `store verify` and `gc`, and eject copies real files out of them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure
 
@@ -41,7 +41,8 @@ fn unchanged_skill_directories_link_into_the_package_where_the_agent_follows() {
     let store = home.agentpack_home.join("cache/store/v1");
     let opencode = generation.join("opencode/skills/hello-skill");
     let codex = generation.join("codex-home/skills/hello-skill");
-    for link in [&opencode, &codex] {
+    let claude = generation.join("plugins/agentpack-bundle/skills/hello-skill");
+    for link in [&opencode, &codex, &claude] {
         assert!(is_link(link), "{} is not a link", link.display());
         let target = std::fs::read_link(link).unwrap();
         assert!(
@@ -75,11 +76,10 @@ fn unchanged_skill_directories_link_into_the_package_where_the_agent_follows() {
             .any(|reference| reference == name.as_str()),
         "{meta}"
     );
-    // Claude Code's validator does not follow links, Cursor, Grok and Antigravity are unchecked:
-    // real directories there. Codex names a skill below a plugin manifest after the plugin: the
-    // review plugin's converted command is a real directory anyway, its tree keeps them too.
+    // Cursor, Grok and Antigravity are unchecked: real directories there. Codex names a skill
+    // below a plugin manifest after the plugin: the review plugin's converted command is a real
+    // directory anyway, its tree keeps them too.
     for real in [
-        "plugins/agentpack-bundle/skills/hello-skill",
         "cursor/agentpack-bundle/skills/hello-skill",
         "grok/agentpack-bundle/skills/hello-skill",
         "agy/agentpack-bundle/skills/hello-skill",

@@ -276,19 +276,15 @@ fn a_plain_sync_restores_a_same_size_edit_through_a_hard_link_and_names_the_file
     let text = said(&output);
     assert!(output.status.success(), "{text}");
     assert!(text.contains("replaced from the verified cache"), "{text}");
-    // Real directories name their staged copy; OpenCode and Codex stage an unchanged skill
-    // directory as a link into the package (docs/src/staging.md), restored with the package.
-    for agent_dir in [
-        "plugins/agentpack-bundle",
-        "cursor/agentpack-bundle",
-        "agy/agentpack-bundle",
-    ] {
+    // Real directories name their staged copy; Claude Code, OpenCode and Codex stage an unchanged
+    // skill directory as a link into the package (docs/src/staging.md), restored with the package.
+    for agent_dir in ["cursor/agentpack-bundle", "agy/agentpack-bundle"] {
         assert!(
             text.contains(&format!("{agent_dir}/skills/hello-skill/SKILL.md")),
             "{agent_dir}: {text}"
         );
     }
-    for linked in ["opencode", "codex-home"] {
+    for linked in ["plugins/agentpack-bundle", "opencode", "codex-home"] {
         let staged = home.staging_root.join(format!(
             "modes/default/{linked}/skills/hello-skill/SKILL.md"
         ));

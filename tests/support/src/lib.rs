@@ -37,7 +37,9 @@ pub use files::{
 pub use git_repo::{git, TestRepo};
 pub use isolated::IsolatedHome;
 pub use npm_registry::{NpmPackage, NpmRegistry};
-pub use pinned_agents::{agents_bin, one_timed_client_run, run_pinned, writable_layer};
+pub use pinned_agents::{
+    agents_bin, claude_init_stream, one_timed_client_run, run_pinned, writable_layer,
+};
 pub use project::{agentpack_bin, Project, Run};
 pub use raw_tar::{gzip, RawTar};
 pub use registry::TestRegistry;

@@ -5,6 +5,8 @@
 //! outside the checkout ([`super::details`]; controlled projection: the catalog's `other_scopes`
 //! and `properties`). It never makes a model request.
 
+use std::collections::BTreeSet;
+
 use anyhow::{Context as _, Result};
 
 use super::sampling::{self, Job};
@@ -60,13 +62,15 @@ pub(super) fn observe(setup: &ProbeEnv<'_>) -> Result<Observed> {
         } else {
             match parse::claude_validate(&validated.stdout) {
                 Ok(_) if listed.cut_short() => captured.termination = listed.termination,
-                Ok(observed) => match details::observe(observed, &listed) {
-                    Ok((other_scopes, property)) => {
-                        catalog.other_scopes = other_scopes;
-                        catalog.properties.push(property);
+                Ok(observed) => {
+                    match details::observe(observed, &staged_commands(&bundle), &listed) {
+                        Ok((other_scopes, property)) => {
+                            catalog.other_scopes = other_scopes;
+                            catalog.properties.push(property);
+                        }
+                        Err(failure) => parsed = Err(failure),
                     }
-                    Err(failure) => parsed = Err(failure),
-                },
+                }
                 Err(failure) => parsed = Err(failure),
             }
         }
@@ -78,6 +82,21 @@ pub(super) fn observe(setup: &ProbeEnv<'_>) -> Result<Observed> {
         parsed,
         sampling: None,
     })
+}
+
+/// The commands the bundle stages (`commands/<name>.md`): the loader lists skills and commands
+/// in one line, so these tell them apart when the validator listed nothing.
+fn staged_commands(bundle: &std::path::Path) -> BTreeSet<String> {
+    let Ok(entries) = fs_err::read_dir(bundle.join("commands")) else {
+        return BTreeSet::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok())
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            name.strip_suffix(".md").map(str::to_owned)
+        })
+        .collect()
 }
 
 /// Points `command` at a closed port on 127.0.0.1 and turns off the updater and telemetry: no

@@ -3,6 +3,8 @@
 //! `--json`), and the cross-check with `plugin validate`. Pure: bytes in, an inventory or a
 //! reason out; output that is not the validated layout is malformed, never an empty inventory.
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 
 use super::parse::{Observed, ParseFailure};
@@ -112,10 +114,14 @@ pub fn is_unknown_command(stdout: &[u8], stderr: &[u8]) -> bool {
 
 /// What the `plugin details` run `run` observed, given what `plugin validate` provides
 /// (`validated`): the controlled-projection artifacts (those both list) and the `plugin_details`
-/// property. A client without the command gives the property `unknown` (and keeps `validated`);
-/// any other failure or layout is malformed.
+/// property. When the validator listed nothing because it does not follow the bundle's links
+/// (`validated` is `None`), the artifacts are the loader's inventory alone, each a command when
+/// `staged_commands` names it (the bundle's `commands/<name>.md`) and a skill otherwise, and the
+/// property says so. A client without the command gives the property `unknown` (and keeps
+/// `validated`); any other failure or layout is malformed.
 pub fn observe(
-    validated: Vec<Observed>,
+    validated: Option<Vec<Observed>>,
+    staged_commands: &BTreeSet<String>,
     run: &Captured,
 ) -> Result<(Vec<Observed>, Property), ParseFailure> {
     let property = |status: &str, value, reason| Property {
@@ -128,7 +134,7 @@ pub fn observe(
     if run.termination.exit_code != Some(0) {
         if is_unknown_command(&run.stdout, &run.stderr) {
             return Ok((
-                validated,
+                validated.unwrap_or_default(),
                 property(
                     "unknown",
                     None,
@@ -148,6 +154,17 @@ pub fn observe(
         )));
     }
     let inventory = plugin_details(&run.stdout, BUNDLE)?;
+    let Some(validated) = validated else {
+        let value = serde_json::json!({"inventory": inventory, "validate_only": []});
+        return Ok((
+            loaded_components(&inventory, staged_commands),
+            property(
+                "observed",
+                Some(value),
+                Some("`plugin validate` listed no components: it does not follow the bundle's links (unchanged skill directories), which the loader follows; the projection is the loader's inventory".to_owned()),
+            ),
+        ));
+    };
     let (both, validate_only) = cross_check(validated, &inventory);
     let reason = (!validate_only.is_empty()).then(|| {
         format!(
@@ -157,6 +174,33 @@ pub fn observe(
     });
     let value = serde_json::json!({"inventory": inventory, "validate_only": validate_only});
     Ok((both, property("observed", Some(value), reason)))
+}
+
+/// The loader's inventory as controlled-projection artifacts of the bundle: agents, and the
+/// skills-and-commands list split by what the bundle stages as a command.
+fn loaded_components(
+    inventory: &PluginInventory,
+    staged_commands: &BTreeSet<String>,
+) -> Vec<Observed> {
+    let agents = inventory.agents.iter().map(|name| ("agent", name));
+    let others = inventory.skills_and_commands.iter().map(|name| {
+        let category = if staged_commands.contains(name) {
+            "command"
+        } else {
+            "skill"
+        };
+        (category, name)
+    });
+    others
+        .chain(agents)
+        .map(|(category, name)| Observed {
+            category: category.to_owned(),
+            name: name.clone(),
+            native_id: format!("{BUNDLE}:{name}"),
+            winner: "package".to_owned(),
+            scope: "controlled_projection".to_owned(),
+        })
+        .collect()
 }
 
 /// The artifacts `plugin validate` provides that the loader's inventory lists too (the
@@ -241,5 +285,25 @@ Projected token cost
         assert_eq!(only, ["skill:gone"]);
         assert!(is_unknown_command(b"", b"error: unknown command 'details'"));
         assert!(!is_unknown_command(b"", b"Plugin \"x\" not found."));
+    }
+
+    #[test]
+    fn a_validator_that_listed_nothing_leaves_the_loaders_inventory_with_staged_categories() {
+        let inventory = plugin_details(PRINTED.as_bytes(), "agentpack-bundle").unwrap();
+        let commands = BTreeSet::from(["cmd1".to_owned()]);
+        let observed: Vec<(String, String)> = loaded_components(&inventory, &commands)
+            .into_iter()
+            .map(|o| (o.category, o.native_id))
+            .collect();
+        let expected = [
+            ("command", "agentpack-bundle:cmd1"),
+            ("skill", "agentpack-bundle:sent"),
+            ("skill", "agentpack-bundle:steady"),
+            ("agent", "agentpack-bundle:helper"),
+        ];
+        assert_eq!(
+            observed,
+            expected.map(|(c, n)| (c.to_owned(), n.to_owned()))
+        );
     }
 }

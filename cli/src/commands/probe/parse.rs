@@ -344,9 +344,12 @@ pub fn merge_skill_samples(samples: &[Catalog]) -> Catalog {
 }
 
 /// Claude Code's `plugin validate --json BUNDLE` (the staged bundle, a controlled projection):
-/// the skills, commands and agents it `provides`. A report with errors is a failure naming the
-/// first, never an empty catalog.
-pub fn claude_validate(stdout: &[u8]) -> Result<Vec<Observed>, ParseFailure> {
+/// the skills, commands and agents it `provides`, or `None` when its `provides` is null: Claude
+/// Code 2.1.328 lists no components when the bundle holds links it did not read (unchanged skill
+/// directories are links into their package, which a `--plugin-dir` session follows and the
+/// validator does not). A report with errors is a failure naming the first, never an empty
+/// catalog.
+pub fn claude_validate(stdout: &[u8]) -> Result<Option<Vec<Observed>>, ParseFailure> {
     let value = json(stdout, "`plugin validate --json` did not print JSON")?;
     if value["success"] != Value::Bool(true) {
         let first = value["manifest"]["errors"][0]["message"]
@@ -356,6 +359,9 @@ pub fn claude_validate(stdout: &[u8]) -> Result<Vec<Observed>, ParseFailure> {
             "`claude plugin validate` rejected the staged bundle: {}",
             excerpt(first)
         )));
+    }
+    if value["provides"].is_null() {
+        return Ok(None);
     }
     let mut observed = Vec::new();
     for (key, category) in [
@@ -382,7 +388,7 @@ pub fn claude_validate(stdout: &[u8]) -> Result<Vec<Observed>, ParseFailure> {
             });
         }
     }
-    Ok(observed)
+    Ok(Some(observed))
 }
 
 /// OpenCode's `debug config` JSON: the agents and commands of its `agent` and `command` objects;
@@ -589,7 +595,7 @@ mod tests {
     #[test]
     fn claude_validate_lists_what_the_bundle_provides_and_rejects_errors() {
         let report = br#"{"success":true,"provides":{"skills":["agentpack-bundle:s"],"commands":["agentpack-bundle:c"],"agents":[]}}"#;
-        let observed = claude_validate(report).unwrap();
+        let observed = claude_validate(report).unwrap().unwrap();
         assert_eq!(observed.len(), 2);
         assert_eq!(
             (observed[1].category.as_str(), observed[1].name.as_str()),
@@ -603,6 +609,11 @@ mod tests {
         );
         assert!(claude_validate(&report[..30]).is_err());
         assert!(claude_validate(br#"{"success":true,"provides":{"skills":[]}}"#).is_err());
+        // Links the validator did not read: it lists nothing, which is not an empty bundle.
+        assert_eq!(
+            claude_validate(br#"{"success":true,"provides":null}"#).unwrap(),
+            None
+        );
     }
 
     #[test]
