@@ -14,6 +14,8 @@
 #   AGENTPACK_BENCH_KEEP=1             keep the temp directory (its path is printed)
 #   AGENTPACK_BENCH_EXAMPLES=1         the two example packages instead (the workflows bench's case)
 #   AGENTPACK_BENCH_SKILLS=N           N bare skills instead of 15 (to see what grows with the packages)
+#   AGENTPACK_BENCH_SCRIPT_MODE=644    the skills' `scripts/run.sh` not executable (the default, 755, keeps
+#                                       every skill directory real: see docs/src/staging.md)
 #   AGENTPACK_LINK_MODE=hardlink       as for sync (`du` counts each reflinked copy whole)
 # Paste the output into docs/src/benchmarks-store.md with the command line.
 set -euo pipefail
@@ -53,7 +55,7 @@ skill() { # skill <dir> <name> <lines>
   { printf -- '---\nname: %s\ndescription: the %s skill, for benchmarks\n---\n\n' "$2" "$2"; body "$2" "$3"; } >"$1/SKILL.md"
   for ref in api style faq; do body "$2-$ref" $(($3 / 2)) >"$1/references/$ref.md"; done
   printf '#!/bin/sh\necho %s\n' "$2" >"$1/scripts/run.sh"
-  chmod +x "$1/scripts/run.sh"
+  chmod "${AGENTPACK_BENCH_SCRIPT_MODE:-755}" "$1/scripts/run.sh"
 }
 deps=()
 if [[ -n "${AGENTPACK_BENCH_EXAMPLES:-}" ]]; then
@@ -144,6 +146,7 @@ generations=$(find "$store/gcroots/generations" -type l | wc -l)
 dirs=$(find "$store" -type d | wc -l)
 gen_paths=$(find "$store" -mindepth 1 -maxdepth 1 -type d -name '*-generation*' | wc -l)
 gen_dirs=$(find "$store" -mindepth 2 -path "$store/*-generation*" -type d | wc -l)
+gen_links=$(find "$store" -mindepth 2 -path "$store/*-generation*" -type l | wc -l)
 store_paths=$(field store_paths)
 unique_store=$(field unique_content_bytes)
 staging_du=$(du -s --block-size=1 "$work/staging" | cut -f1)
@@ -151,10 +154,10 @@ staging_du=$(du -s --block-size=1 "$work/staging" | cut -f1)
 python3 - "$du_store" "$unique_src" "$unique_store" "$generations" "$store_paths" "$dirs" "$staging_du" \
   "$(field allocated.blobs)" "$(field allocated.store_paths)" "$(field allocated.metadata)" \
   "$(field allocated.index)" "$(field allocated.stamps)" "$(field allocated.other)" "$(field allocated.total)" "$src_files" "$src_dirs" \
-  "$start" "$end" "$gen_paths" "$gen_dirs" "${#deps[@]}" "$distinct_du" "$fs_type" "${AGENTPACK_LINK_MODE:-auto}" <<'EOF'
+  "$start" "$end" "$gen_paths" "$gen_dirs" "$gen_links" "${#deps[@]}" "$distinct_du" "$fs_type" "${AGENTPACK_LINK_MODE:-auto}" <<'EOF'
 import sys
 (du, usrc, ustore, gens, paths, dirs, staging, blobs, trees, meta, index, stamps, other, total, files,
- sdirs, start, end, gen_paths, gen_dirs, npkg, distinct, fs_type, link_mode) = sys.argv[1:]
+ sdirs, start, end, gen_paths, gen_dirs, gen_links, npkg, distinct, fs_type, link_mode) = sys.argv[1:]
 distinct = int(distinct)
 du, usrc, ustore, gens, paths, dirs, staging = map(int, (du, usrc, ustore, gens, paths, dirs, staging))
 blobs, trees, meta, index, stamps, other, total = map(int, (blobs, trees, meta, index, stamps, other, total))
@@ -179,7 +182,7 @@ print(f"| the same distinct contents as this filesystem allocates them (one file
 print(f"| staging roots of the 10 projects (`du`, pointers and links) | {staging:,} | {mib(staging)} |")
 print()
 print(f"generations: {gens} history entries, {gen_paths} distinct generation store paths (projects with the same inputs share one)")
-print(f"store paths: {paths}; directories in the store: {dirs:,}, of them {gen_dirs:,} inside generations")
+print(f"store paths: {paths}; directories in the store: {dirs:,}, of them {gen_dirs:,} inside generations, beside {int(gen_links):,} symbolic links (skill directories linked into their package)")
 print(f"store / unique package content: {du / usrc:.2f}x; store / unique store content: {du / ustore:.2f}x")
 print(f"store / distinct contents as allocated: {du / distinct:.2f}x")
 for name, base in (("unique package content", usrc), ("distinct contents as allocated", distinct)):
