@@ -109,6 +109,10 @@ pub struct BatchEntry<'a> {
     pub tree: &'a Path,
     /// The lock's content hash.
     pub content_hash: &'a ContentHash,
+    /// `tree` is a scratch tree of this command on the store's filesystem that the batch consumes:
+    /// the store may adopt its files as blobs instead of copying them, and removes it
+    /// (`agentpack_store::PackageTree::adopting`).
+    pub adopt: bool,
 }
 
 /// Why one tree of a [`PackageStore::publish_batch`] was not published.
@@ -182,6 +186,7 @@ pub trait PackageStore: Sync {
                     label,
                     tree,
                     content_hash,
+                    adopt: _,
                 } = *entry;
                 Ok(self.publish(cache_key, label, tree, content_hash, OnExisting::Keep)?)
             })
@@ -311,11 +316,11 @@ impl PackageStore for Store {
         let mut batch = Vec::new();
         for ((entry, label), hash) in entries.iter().zip(&labels).zip(&hashes) {
             if let Ok(hash) = hash {
-                batch.push(agentpack_store::PackageTree::new(
-                    entry.tree,
-                    label,
-                    Some(hash),
-                ));
+                batch.push(if entry.adopt {
+                    agentpack_store::PackageTree::adopting(entry.tree, label, Some(hash))
+                } else {
+                    agentpack_store::PackageTree::new(entry.tree, label, Some(hash))
+                });
             }
         }
         let mut published = self.publish_trees(&batch)?.into_iter();

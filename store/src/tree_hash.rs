@@ -27,9 +27,9 @@ use crate::error::{IoContext, Result, StoreError};
 pub const TREE_HASH_PREFIX: &str = "sha256-tree-v1:";
 
 /// Files up to this size are read whole in parallel; larger ones are streamed.
-const SMALL_FILE: u64 = 256 * 1024;
+pub(crate) const SMALL_FILE: u64 = 256 * 1024;
 /// At most this many bytes of small files are held in memory at once.
-const BATCH_BYTES: u64 = 32 * 1024 * 1024;
+pub(crate) const BATCH_BYTES: u64 = 32 * 1024 * 1024;
 /// Buffer of the streaming reader.
 const STREAM_BUFFER: usize = 1024 * 1024;
 
@@ -319,6 +319,34 @@ pub(crate) fn hash_records(records: &[Record], legacy: bool) -> Result<TreeHash>
     Ok(TreeHash(digest.finalize().into()))
 }
 
+/// One record of a tree whose bytes are already in memory (read once while the tree was imported,
+/// see [`hash_known_records`]): kind, `/`-separated relative path bytes, payload (a file's bytes, a
+/// link's target).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KnownRecord<'a> {
+    pub kind: RecordKind,
+    pub relative: &'a [u8],
+    pub payload: &'a [u8],
+}
+
+/// The `sha256-tree-v1` digest of records whose bytes are known, fed exactly as [`hash_records`]
+/// feeds records read from disk (same headers, same order: the records are sorted bytewise by
+/// relative path here). Never reads a file.
+pub(crate) fn hash_known_records(records: &mut [KnownRecord<'_>]) -> TreeHash {
+    records.sort_unstable_by(|a, b| a.relative.cmp(b.relative));
+    let mut digest = Sha256::new();
+    for record in records.iter() {
+        header(
+            &mut digest,
+            record.kind,
+            record.relative,
+            record.payload.len() as u64,
+        );
+        digest.update(record.payload);
+    }
+    TreeHash(digest.finalize().into())
+}
+
 fn read_small(record: &Record) -> Result<Option<Vec<u8>>> {
     match record.kind {
         RecordKind::Link => Ok(None),
@@ -407,6 +435,7 @@ fn stream_file(digest: &mut Sha256, kind: RecordKind, record: &Record) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStringExt;
 
     #[test]
     fn parse_and_display_round_trip() {
@@ -427,6 +456,50 @@ mod tests {
         ] {
             assert!(bad.parse::<TreeHash>().is_err(), "{bad:?} parsed");
         }
+    }
+
+    #[test]
+    fn known_records_hash_like_the_tree_they_were_read_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for (relative, bytes) in [
+            ("a-b", &b"dash"[..]),
+            ("a/b", b"nested"),
+            ("a0", b"zero"),
+            ("empty", b""),
+            ("run.sh", b"#!/bin/sh\n"),
+        ] {
+            let path = root.join(relative);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, bytes).unwrap();
+        }
+        std::fs::set_permissions(root.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        std::os::unix::fs::symlink("a/b", root.join("link")).unwrap();
+        std::fs::create_dir(root.join("empty-dir")).unwrap();
+        let records = collect_records(root).unwrap();
+        let payloads: Vec<Vec<u8>> = records
+            .iter()
+            .map(|record| match record.kind {
+                RecordKind::Link => std::fs::read_link(&record.absolute)
+                    .unwrap()
+                    .into_os_string()
+                    .into_vec(),
+                _ => std::fs::read(&record.absolute).unwrap(),
+            })
+            .collect();
+        // Given in another order: the records are sorted by their path bytes.
+        let mut known: Vec<KnownRecord<'_>> = records
+            .iter()
+            .zip(&payloads)
+            .rev()
+            .map(|(record, payload)| KnownRecord {
+                kind: record.kind,
+                relative: &record.relative,
+                payload,
+            })
+            .collect();
+        assert_eq!(hash_known_records(&mut known), hash_tree(root).unwrap());
     }
 
     #[test]

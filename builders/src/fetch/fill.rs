@@ -49,7 +49,10 @@ impl Filled {
 /// them are published as one store batch
 /// ([`PackageStore::publish_batch`]: one flush for the fill, not one per package or archive), the
 /// store checking each published copy against the lock's content hash: that is the one hash of a
-/// fresh package. The snapshots the prefetch downloaded are kept in the store after the batch
+/// fresh package, taken while the store reads each file once and adopts it as its blob (the
+/// scratch trees are consumed: each repository's extracted tree is released as soon as its
+/// packages are copied out, [`SnapshotFetcher::release`], so their files have no second name).
+/// The snapshots the prefetch downloaded are kept in the store after the batch
 /// ([`SnapshotFetcher::place_kept`]), inside its flush. When a repository cannot be fetched, the
 /// first package of the lock that needed it names the error and nothing is published from GitHub;
 /// a package whose download does not match the lock is refused
@@ -145,6 +148,11 @@ fn fill_groups(
         for (slot, result) in normalized[range].iter_mut().zip(results) {
             *slot = Some(result);
         }
+        // Its packages are copied out: the extracted tree goes now (while the other repositories
+        // still download), so the packages' files have no second name and the store can adopt
+        // them as blobs. A later use of the pair extracts it again.
+        let ((repo, commit), _) = &groups[group];
+        fetcher.release(repo, commit);
     };
     let fetched = fetcher.prefetch_packages_then(&wanted, &mut normalize_group);
     for (result, (_, packages)) in fetched.into_iter().zip(&groups) {
@@ -220,6 +228,8 @@ fn publish_fetched(
             label: package.module.as_str(),
             tree,
             content_hash,
+            // The scratch trees of this fill: the batch consumes them.
+            adopt: true,
         })
         .collect();
     let published = store.publish_batch(&entries)?;

@@ -142,6 +142,27 @@ impl Shared {
         Ok(snapshot)
     }
 
+    /// [`SnapshotFetcher::release`].
+    pub(super) fn release(&self, repo: &RepoId, commit: &str) {
+        let key = (repo.key(), commit.to_ascii_lowercase());
+        let slot = self
+            .slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&key)
+            .map(Arc::clone);
+        let Some(slot) = slot else {
+            return;
+        };
+        let taken = slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(snapshot) = taken {
+            let _ = fs_err::remove_dir_all(&snapshot.root);
+        }
+    }
+
     fn warn_not_kept(&self, repo: &dyn std::fmt::Display, commit: &str, reason: &str) {
         self.warn(format!(
             "warning: could not keep the download of github.com/{repo} at {commit} in the store ({reason}); the next command downloads it again\n  fix       run `agentpack store verify` and check the store's free space and permissions"

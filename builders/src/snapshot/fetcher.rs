@@ -164,6 +164,15 @@ impl SnapshotFetcher {
         self.prefetch_with(wanted, Keep::Deferred, ready)
     }
 
+    /// Forgets the tree this fetcher extracted for `repo` at `commit` and removes it from its
+    /// scratch directory, for a caller that copied out everything it needs from it (the files of
+    /// the packages copied out, hard links of the extracted ones, then have no other name). A later
+    /// use of the pair extracts it again (from the kept snapshot, else a download). Best effort: a
+    /// tree that cannot be removed goes with the scratch directory.
+    pub fn release(&self, repo: &RepoId, commit: &str) {
+        self.shared.release(repo, commit);
+    }
+
     /// Names in the store every download [`SnapshotFetcher::prefetch_packages`] staged: after the
     /// flush of the package batches published since, without one of its own (one when none came).
     /// A download that cannot be kept is a warning ([`SnapshotFetcher::take_warnings`]).

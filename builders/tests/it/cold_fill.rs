@@ -25,12 +25,18 @@ use agentpack_test_support::FakeGitHub;
 
 const HEAD: &str = "name = \"demo\"\nversion = \"0.1.0\"\n";
 
-/// The real store, counting the calls that hash a package tree.
+/// The real store, counting the calls that hash a package tree, and noting what each batch is
+/// given: every regular file of its trees (module, package-relative path, inode, link count) and
+/// whether the store may adopt it.
 struct Counting {
     store: Arc<Store>,
     hashes: AtomicUsize,
     slot_checks: AtomicUsize,
+    batched: std::sync::Mutex<Vec<BatchedFile>>,
 }
+
+/// A file of a tree given to a batch: module, package-relative path, inode, link count, adoptable.
+type BatchedFile = (String, String, u64, u64, bool);
 
 impl Counting {
     fn new(store: &Arc<Store>) -> Counting {
@@ -38,6 +44,7 @@ impl Counting {
             store: Arc::clone(store),
             hashes: AtomicUsize::new(0),
             slot_checks: AtomicUsize::new(0),
+            batched: std::sync::Mutex::new(Vec::new()),
         }
     }
 }
@@ -84,6 +91,19 @@ impl PackageStore for Counting {
         &self,
         entries: &[BatchEntry<'_>],
     ) -> Result<Vec<Result<PathBuf, BatchEntryError>>, StoreAccessError> {
+        use std::os::unix::fs::MetadataExt;
+        for entry in entries {
+            for file in walk_files(entry.tree) {
+                let meta = std::fs::symlink_metadata(entry.tree.join(&file)).unwrap();
+                self.batched.lock().unwrap().push((
+                    entry.label.to_owned(),
+                    file,
+                    meta.ino(),
+                    meta.nlink(),
+                    entry.adopt,
+                ));
+            }
+        }
         self.store.publish_batch(entries)
     }
     fn scratch(&self) -> Result<ScratchDir, StoreAccessError> {
@@ -230,4 +250,89 @@ fn a_failed_fill_is_a_warning_when_the_walk_no_longer_needs_the_package() {
         "{warning}"
     );
     assert_eq!(warning.matches("\n  fix       ").count(), 1, "{warning}");
+}
+
+/// The regular files below `root`, relative.
+fn walk_files(root: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let kind = entry.file_type().unwrap();
+            if kind.is_dir() {
+                stack.push(entry.path());
+            } else if kind.is_file() {
+                let relative = entry.path().strip_prefix(root).unwrap().to_owned();
+                files.push(relative.to_string_lossy().into_owned());
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn a_cold_fill_adopts_the_extracted_files_as_blobs_and_the_store_verifies() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let gh = FakeGitHub::start();
+    let (text, _, _) = two_repositories(&gh);
+    let lock = authored_lock(&gh, &text);
+    let cold = env();
+    // The link mode probed first (as any earlier publication in the store does).
+    let warm = cold.home.join("warm");
+    std::fs::create_dir_all(&warm).unwrap();
+    std::fs::write(warm.join("warm.md"), "probe\n").unwrap();
+    cold.store.publish_tree(&warm, "warm", None).unwrap();
+    let counting = Counting::new(&cold.store);
+    let fetcher = fetcher(&gh, &cold);
+    let outcome = resolve_with(&cold, &fetcher, &counting, &text, Some(&lock)).unwrap();
+    assert_eq!(outcome.lock, lock);
+    let seen = counting.batched.into_inner().unwrap();
+    assert!(!seen.is_empty());
+    let mut adopted = 0;
+    for (module, file, inode, links, adopt) in &seen {
+        assert!(adopt, "{module}: the fill's scratch trees are adoptable");
+        // The extracted tree was released: the copied-out file has no other name.
+        assert_eq!(*links, 1, "{module}/{file}");
+        let slot = &outcome.slots[module.as_str()];
+        let meta = std::fs::symlink_metadata(slot.join(file)).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o222, 0, "{module}/{file}");
+        if meta.len() > 0 && meta.ino() == *inode {
+            adopted += 1;
+        }
+    }
+    // Every non-empty file's blob was new: each one is the extracted file itself.
+    let non_empty = seen
+        .iter()
+        .filter(|(module, file, ..)| {
+            std::fs::metadata(outcome.slots[module.as_str()].join(file))
+                .unwrap()
+                .len()
+                > 0
+        })
+        .count();
+    assert_eq!(adopted, non_empty, "{seen:?}");
+    for package in &lock.packages {
+        let slot = &outcome.slots[package.module.as_str()];
+        let hash = PackageStore::hash_tree(cold.store.as_ref(), slot).unwrap();
+        assert_eq!(Some(hash), package.content_hash, "{}", package.module);
+    }
+    let report =
+        agentpack_store::verify(&cold.store, agentpack_store::VerifyOptions::default()).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    // A package of a released repository asked for again comes from the kept snapshot.
+    let skills_a = lock
+        .packages
+        .iter()
+        .find(|package| package.module.as_str() == "github.com/acme/skills/a")
+        .unwrap();
+    let again = cold.home.join("again");
+    fetcher
+        .fetch_package(
+            &RepoId::new("acme", "skills"),
+            skills_a.commit.as_str(),
+            "a",
+            &again,
+        )
+        .unwrap();
+    assert!(again.join("SKILL.md").is_file());
 }

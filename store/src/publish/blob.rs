@@ -371,20 +371,32 @@ impl Store {
                 exec,
             }));
         }
-        let blob = self.blob_path(&id, exec);
+        self.make_blob_of(dst, &id, exec)?;
+        Ok(Some(Entry::File {
+            path: relative.to_owned(),
+            blob: Some(id),
+            size,
+            exec,
+        }))
+    }
+
+    /// Makes the complete, read-only file `dst` of a build (its bytes hash to `id`) the blob `id`
+    /// by a hard link; when the blob appeared meanwhile `dst` becomes a link of it instead (or, if
+    /// that blob lies, the blob is restored from `dst`); when it cannot be linked, `dst` stays a
+    /// copy and the blob is made from another copy.
+    pub(super) fn make_blob_of(&self, dst: &Path, id: &BlobId, exec: bool) -> Result<()> {
+        let blob = self.blob_path(id, exec);
         if let Some(shard) = blob.parent() {
             self.ensure_shard(shard)?;
         }
         match std::fs::hard_link(dst, &blob) {
-            Ok(()) => self.record_blob_stamp(&id, exec, &blob),
+            Ok(()) => self.record_blob_stamp(id, exec, &blob),
             Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
                 let temp = dst.with_file_name(unique_name(".link-"));
-                match self.link_blob(&id, exec, &temp) {
+                match self.link_blob(id, exec, &temp) {
                     Ok(_) => fs_err::rename(&temp, dst).ctx("replace", dst)?,
                     // The blob lies: `dst` is the verified copy of the source; it becomes the blob.
-                    Err(StoreError::TamperedObject { .. }) => {
-                        self.restore_blob_from(&id, exec, dst)
-                    }
+                    Err(StoreError::TamperedObject { .. }) => self.restore_blob_from(id, exec, dst),
                     Err(_) => {}
                 }
             }
@@ -392,15 +404,10 @@ impl Store {
             Err(_) => {
                 let temp = self.tmp_dir().join(unique_name("blob-"));
                 crate::link::copy_new(dst, &temp, 0o600).ctx("copy", dst)?;
-                self.store_blob_from_temp(&temp, &id, exec)?;
+                self.store_blob_from_temp(&temp, id, exec)?;
             }
         }
-        Ok(Some(Entry::File {
-            path: relative.to_owned(),
-            blob: Some(id),
-            size,
-            exec,
-        }))
+        Ok(())
     }
 
     /// Make the complete temp file `temp` the blob `id` (unless it already exists) and remove `temp`.

@@ -12,7 +12,8 @@
 //! ever visible under a final name half-written: blobs are linked into place complete, store paths are
 //! renamed complete. A package is published only after its tree hash matches the expected one.
 //!
-//! Layout: `blob` (blobs, stamps, linking), `package` (content-addressed package trees), `built`
+//! Layout: `blob` (blobs, stamps, linking), `adopt` (a package tree imported with each file read
+//! once, and a scratch tree's files adopted as blobs), `package` (content-addressed package trees), `built`
 //! (input-addressed paths and plans); this module holds the shared commit (stage and seal, flush,
 //! place) and tree scanning.
 
@@ -29,6 +30,7 @@ use crate::names::{BlobId, StorePath, StorePathName};
 use crate::store::Store;
 use crate::tree_hash::{relative_bytes, TreeHash};
 
+mod adopt;
 mod blob;
 mod built;
 mod package;
@@ -118,6 +120,18 @@ impl Store {
         meta: StorePathMeta,
     ) -> Result<Staged> {
         fsutil::seal_dirs_below(out)?;
+        self.stage_sealed(base, out, name, meta)
+    }
+
+    /// [`Store::stage`] of a tree whose directories below the top are sealed already (a package
+    /// seals the directories its manifest lists, without walking the tree again).
+    pub(crate) fn stage_sealed(
+        &self,
+        base: &Path,
+        out: &Path,
+        name: StorePathName,
+        meta: StorePathMeta,
+    ) -> Result<Staged> {
         let meta_temp = base.join("meta.json");
         fs_err::write(&meta_temp, meta.to_bytes()).ctx("write", &meta_temp)?;
         set_mode(&meta_temp, 0o444)?;

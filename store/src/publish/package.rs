@@ -26,6 +26,10 @@ pub struct PackageTree<'a> {
     pub label: &'a str,
     /// The `sha256-tree-v1` the tree must have (exactly or by the legacy rule), if known.
     pub expected: Option<&'a TreeHash>,
+    /// `src` is a scratch tree of this process on the store's filesystem that the publication
+    /// consumes: its files may be adopted as blobs (moved, not copied) and it is removed (see
+    /// [`PackageTree::adopting`]).
+    pub adopt: bool,
 }
 
 impl<'a> PackageTree<'a> {
@@ -35,6 +39,21 @@ impl<'a> PackageTree<'a> {
             src,
             label,
             expected,
+            adopt: false,
+        }
+    }
+
+    /// [`PackageTree::new`] for a scratch tree the publication consumes (a download extracted and
+    /// normalized by this process, dropped afterwards): each file whose blob is new becomes that
+    /// blob as it is (made read-only, moved into the store path and linked into `blobs/`) instead
+    /// of being copied, when it is a regular file of this user on the store's filesystem with no
+    /// other name and store files are hard links of their blobs; any other file is copied. `src`
+    /// is consumed: removed once imported (best effort). The tree is checked against `expected`
+    /// all the same.
+    pub fn adopting(src: &'a Path, label: &'a str, expected: Option<&'a TreeHash>) -> Self {
+        PackageTree {
+            adopt: true,
+            ..PackageTree::new(src, label, expected)
         }
     }
 }
@@ -100,8 +119,10 @@ impl Store {
     /// Publish the package tree at `src` (regular files, symlinks and directories only) under
     /// `<first 32 hex of its sha256-tree-v1>-<label>`. With `expected`, a tree whose hash matches
     /// neither exactly nor by the legacy rule is refused with [`StoreError::ContentHashMismatch`] and
-    /// nothing is published. The hash is taken over the copy in the store, i.e. over exactly the bytes
-    /// that get published. Execute bits are kept (`x` records).
+    /// nothing is published. The hash is taken over exactly the bytes that get published: each file
+    /// is read once, and what is published is those bytes (written, or the inode that was read), or
+    /// a blob named by their BLAKE3 and checked when linked; a package too large to be held in
+    /// memory is hashed in the store. Execute bits are kept (`x` records).
     pub fn publish_tree(
         &self,
         src: &Path,
@@ -193,11 +214,12 @@ impl Store {
         let out = build_dir.path();
         let staged = (|| {
             let (entries, actual) =
-                self.build_package(tree.src, out, tree.expected, replace_damaged)?;
+                self.build_package(tree.src, out, tree.expected, replace_damaged, tree.adopt)?;
             let name = StorePathName::from_tree_hash(&actual, tree.label);
             let Some(existing) = self.published(&name) else {
+                seal_listed_dirs(out, &entries)?;
                 let meta = new_meta(&name, PathKind::Package, Some(actual), &[], entries);
-                return self.stage(build_dir.base(), out, name, meta).map(Ok);
+                return self.stage_sealed(build_dir.base(), out, name, meta).map(Ok);
             };
             if !replace_damaged {
                 self.verify_foreign_package(&existing, &actual)?;
@@ -233,16 +255,55 @@ impl Store {
         })
     }
 
-    /// Import `src` into `out` and check the result. If the built tree does not match but `src` does,
-    /// a blob it was linked from was changed in place: restore those blobs from `src` and build again.
+    /// Import `src` into `out` and check the result.
+    ///
+    /// A publication (not a repair, `always_check_source`) reads each file of `src` once
+    /// ([`Store::import_tree_once`]; with `adopt`, new blobs are adopted from it): the tree hash
+    /// comes from the bytes read, and a package too large to be held in memory is hashed in `out`.
+    /// Otherwise (a repair) `src` is copied and `out` hashed: if the built tree does not match but
+    /// `src` does, a blob it was linked from was changed in place: restore those blobs from `src`
+    /// and build again.
     pub(super) fn build_package(
         &self,
         src: &Path,
         out: &Path,
         expected: Option<&TreeHash>,
         always_check_source: bool,
+        adopt: bool,
     ) -> Result<(Vec<Entry>, TreeHash)> {
+        if !always_check_source {
+            let (entries, known, adopted) = self.import_tree_once(src, out, adopt)?;
+            if adopt {
+                tracing::trace!(src = %src.display(), adopted, "files adopted as blobs");
+                // Consumed: what is left of it (directories, files not adopted) goes now, on this
+                // worker, not after the batch. Best effort: the caller drops its scratch anyway.
+                let _ = fsutil::remove_tree(src);
+            }
+            match known {
+                Some(actual) => return self.check_expected(src, out, expected, entries, actual),
+                // Adopted files left `src`: the tree in `out` is what is checked.
+                None if adopt => {
+                    let actual = hash_tree(out)?;
+                    return self.check_expected(src, out, expected, entries, actual);
+                }
+                None => return self.check_linked(src, out, expected, entries, false),
+            }
+        }
         let entries = self.import_tree(src, out)?;
+        self.check_linked(src, out, expected, entries, always_check_source)
+    }
+
+    /// Hash `out` (built from `src`, its manifest `entries`) and check it against `expected`; if it
+    /// does not match but `src` does, a blob it was linked from was changed in place: restore those
+    /// blobs from `src` and build again.
+    fn check_linked(
+        &self,
+        src: &Path,
+        out: &Path,
+        expected: Option<&TreeHash>,
+        entries: Vec<Entry>,
+        always_check_source: bool,
+    ) -> Result<(Vec<Entry>, TreeHash)> {
         let actual = hash_tree(out)?;
         let matches = |hash: &TreeHash| -> Result<bool> {
             Ok(*hash == actual || !matches!(matches_tree_hash(out, hash)?, Match::Mismatch { .. }))
@@ -324,45 +385,54 @@ impl Store {
         fs_err::create_dir(out).ctx("create", out)?;
         manifest_with(
             src,
-            |entries| {
-                // Walk order puts every directory before what it holds.
-                for entry in entries {
-                    let dst = out.join(entry.path());
-                    match entry {
-                        Entry::Dir { .. } => fs_err::create_dir(&dst).ctx("create", &dst)?,
-                        Entry::Link { target, .. } => {
-                            std::os::unix::fs::symlink(target, &dst).ctx("create link", &dst)?;
-                        }
-                        Entry::File { .. } => {}
-                    }
-                }
-                Ok(())
-            },
+            |entries| adopt::create_dirs_and_links(out, entries),
             |(relative, source, exec)| {
-                let dst = out.join(relative);
-                if let Some(entry) = self.import_file_hardlinked(source, &dst, relative, *exec)? {
-                    return Ok(entry);
-                }
-                let Some((id, size)) = self.import_file_locked(source, *exec)? else {
-                    create_empty(&dst, file_mode(*exec))?;
-                    return Ok(Entry::File {
-                        path: relative.clone(),
-                        blob: None,
-                        size: 0,
-                        exec: *exec,
-                    });
-                };
-                if let Err(err) = self.link_blob(&id, *exec, &dst) {
-                    let StoreError::TamperedObject { .. } = err else {
-                        return Err(err);
-                    };
-                    // The blob of that name lies (another user's, or changed in place):
-                    // copy the source, checked; an own blob is restored from the copy.
-                    self.copy_verified(source, &dst, &id, file_mode(*exec), None)?;
-                    self.restore_blob_from(&id, *exec, &dst);
-                }
-                Ok(file_entry(relative, id, size, *exec))
+                self.import_tree_file(source, &out.join(relative), relative, *exec)
             },
         )
     }
+
+    /// Import the regular file `source` (`relative` in its tree) as `dst` of a build, streamed:
+    /// copied while hashed (straight to `dst` when store files are hard links of their blobs).
+    pub(super) fn import_tree_file(
+        &self,
+        source: &Path,
+        dst: &Path,
+        relative: &str,
+        exec: bool,
+    ) -> Result<Entry> {
+        if let Some(entry) = self.import_file_hardlinked(source, dst, relative, exec)? {
+            return Ok(entry);
+        }
+        let Some((id, size)) = self.import_file_locked(source, exec)? else {
+            create_empty(dst, file_mode(exec))?;
+            return Ok(Entry::File {
+                path: relative.to_owned(),
+                blob: None,
+                size: 0,
+                exec,
+            });
+        };
+        if let Err(err) = self.link_blob(&id, exec, dst) {
+            let StoreError::TamperedObject { .. } = err else {
+                return Err(err);
+            };
+            // The blob of that name lies (another user's, or changed in place):
+            // copy the source, checked; an own blob is restored from the copy.
+            self.copy_verified(source, dst, &id, file_mode(exec), None)?;
+            self.restore_blob_from(&id, exec, dst);
+        }
+        Ok(file_entry(relative, id, size, exec))
+    }
+}
+
+/// Seals (0555) the directories `entries` lists below `out`, the manifest of the tree built there:
+/// what [`fsutil::seal_dirs_below`] does, without reading the directories again.
+fn seal_listed_dirs(out: &Path, entries: &[Entry]) -> Result<()> {
+    for entry in entries {
+        if let Entry::Dir { path } = entry {
+            fsutil::set_mode(&out.join(path), 0o555)?;
+        }
+    }
+    Ok(())
 }
