@@ -557,6 +557,14 @@ fn measure(root: &Path, record: &mut PathRecord) {
             }
             continue;
         }
+        if !meta.is_file() {
+            // A symlink with several names: the store links a path's symlinks of one target
+            // within that path only (`publish_files`), so it is this path's own, counted once.
+            if seen.insert(meta.ino()) {
+                record.own_bytes += bytes;
+            }
+            continue;
+        }
         if seen.insert(meta.ino()) {
             record.shared.push(SharedInode {
                 inode: meta.ino(),

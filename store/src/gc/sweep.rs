@@ -166,19 +166,66 @@ pub(super) fn not_removed_warnings(not_removed: &[NotRemoved], dry: bool) -> Vec
 }
 
 /// Allocated bytes (what `du` counts) of what removing the tree at `root` gives back: its directories
-/// and the files whose last link is the one in the tree (`nlink <= 1 + extra`).
+/// and the inodes whose every link but `extra` is a name in the tree (`nlink <= names + extra`;
+/// a symlink shared by several agent trees of a generation is one inode with several names there),
+/// each counted once.
 pub(super) fn tree_bytes(root: &Path, extra: u64) -> u64 {
     let mut total = 0;
+    // Inodes with several links: (names seen in the tree, links, blocks).
+    let mut linked: HashMap<u64, (u64, u64, u64)> = HashMap::new();
     for entry in walkdir::WalkDir::new(root)
         .follow_links(false)
         .into_iter()
         .flatten()
     {
         if let Ok(meta) = entry.metadata() {
-            if meta.is_dir() || meta.nlink() <= 1 + extra {
-                total += meta.blocks() * 512;
+            let bytes = meta.blocks() * 512;
+            if meta.is_dir() || meta.nlink() == 1 {
+                total += bytes;
+            } else {
+                linked
+                    .entry(meta.ino())
+                    .or_insert((0, meta.nlink(), bytes))
+                    .0 += 1;
             }
         }
     }
     total
+        + linked
+            .values()
+            .filter(|(names, links, _)| *links <= names + extra)
+            .map(|(_, _, bytes)| bytes)
+            .sum::<u64>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allocated(path: &Path) -> u64 {
+        std::fs::symlink_metadata(path).unwrap().blocks() * 512
+    }
+
+    #[test]
+    fn an_inode_named_only_inside_the_tree_is_counted_once_and_one_named_outside_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().join("tree");
+        std::fs::create_dir_all(tree.join("a")).unwrap();
+        // A symlink with two names in the tree, its target long enough for a block on ext4.
+        let target = "/a/target/long/enough/to/need/a/block/of/its/own/on/ext4/skills/x";
+        std::os::unix::fs::symlink(target, tree.join("a/first")).unwrap();
+        std::fs::hard_link(tree.join("a/first"), tree.join("second")).unwrap();
+        // A file whose other name is outside the tree (a blob): removing the tree frees nothing.
+        std::fs::write(dir.path().join("blob"), vec![7u8; 10_000]).unwrap();
+        std::fs::hard_link(dir.path().join("blob"), tree.join("a/file")).unwrap();
+
+        let expected =
+            allocated(&tree) + allocated(&tree.join("a")) + allocated(&tree.join("second"));
+        assert_eq!(tree_bytes(&tree, 0), expected);
+        // With the outside name counted as `extra`, the file's blocks are freed too.
+        assert_eq!(
+            tree_bytes(&tree, 1),
+            expected + allocated(&tree.join("a/file"))
+        );
+    }
 }

@@ -98,6 +98,39 @@ struct PendingBuilt {
     _store_lock: Option<crate::lock::FileLock>,
 }
 
+/// Creates the planned symbolic links below `out`, one inode per target: the first link of a
+/// target is created, each later one of the same target is a hard link of it (`link(2)` does not
+/// follow a symlink), as `cp -al` copies links. A staged tree holds the same link in several agent
+/// trees (an unchanged skill directory is a link into its package for each agent that reads
+/// through one), and on ext4 every symlink inode with a target over 59 bytes takes a block. Where a
+/// hard link is refused (a filesystem without them, a link count at its limit), the link is
+/// created anew.
+fn place_symlinks<'a>(
+    out: &Path,
+    links: impl Iterator<Item = &'a PlannedFile>,
+) -> Result<Vec<Entry>> {
+    let mut first_of: std::collections::HashMap<&str, PathBuf> = std::collections::HashMap::new();
+    let mut entries = Vec::new();
+    for planned in links {
+        let Source::Symlink(target) = &planned.source else {
+            continue;
+        };
+        let dst = out.join(&planned.path);
+        let shared = first_of
+            .get(target.as_str())
+            .is_some_and(|first| fs_err::hard_link(first, &dst).is_ok());
+        if !shared {
+            std::os::unix::fs::symlink(target, &dst).ctx("create link", &dst)?;
+            first_of.insert(target, dst);
+        }
+        entries.push(Entry::Link {
+            path: planned.path.clone(),
+            target: target.clone(),
+        });
+    }
+    Ok(entries)
+}
+
 /// Check every planned path; return the directories to create (parents first) and the plan order.
 pub(super) fn validate_plan(plan: &[PlannedFile]) -> Result<(Vec<String>, Vec<usize>)> {
     let mut files = std::collections::BTreeSet::new();
@@ -343,7 +376,8 @@ impl Store {
     }
 
     /// Publish an input-addressed store path called `name` assembled from `plan`: files are linked from
-    /// blobs (known blobs are never re-hashed), bytes become blobs, symlinks are created. If `name` is
+    /// blobs (known blobs are never re-hashed), bytes become blobs, symlinks are created, the
+    /// symlinks of one target as hard links of one inode (see [`place_symlinks`]). If `name` is
     /// already published it is returned as is.
     pub fn publish_files(
         &self,
@@ -361,11 +395,18 @@ impl Store {
                     fs_err::create_dir(&path).ctx("create", &path)?;
                     entries.push(Entry::Dir { path: dir.clone() });
                 }
-                let file_entries: Vec<Entry> = order
+                let (links, files): (Vec<usize>, Vec<usize>) = order
+                    .iter()
+                    .partition(|&&index| matches!(plan[index].source, Source::Symlink(_)));
+                let file_entries: Vec<Entry> = files
                     .par_iter()
                     .map(|&index| self.place_planned(&plan[index], &out.join(&plan[index].path)))
                     .collect::<Result<_>>()?;
                 entries.extend(file_entries);
+                entries.extend(place_symlinks(
+                    out,
+                    links.iter().map(|&index| &plan[index]),
+                )?);
                 sort_entries(&mut entries);
                 Ok(entries)
             })?;

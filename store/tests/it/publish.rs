@@ -5,6 +5,7 @@
 use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 
 use agentpack_store::{
     hash_tree, LinkMode, PackageTree, PathKind, PlannedFile, SlotState, Source, Store, StoreError,
@@ -424,6 +425,54 @@ fn publish_files_validates_the_plan() {
         Err(StoreError::MissingBlob { .. })
     ));
     assert!(store.get(&name).is_none());
+}
+
+#[test]
+fn publish_files_makes_the_links_of_one_target_one_inode() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = TestDir::new();
+    let store = open_store(dir.path(), LinkMode::Auto);
+    let name = StorePathName::from_inputs(b"links", "generation-default");
+    // As a generation stages an unchanged skill directory for two agents: one absolute target.
+    let target = dir.path().join("somewhere/a-package/skills/review");
+    let target = target.to_str().unwrap();
+    let plan = vec![
+        PlannedFile::new(
+            "opencode/skills/review",
+            Source::Symlink(target.to_owned()),
+            false,
+        ),
+        PlannedFile::new(
+            "plugins/agentpack-bundle/skills/review",
+            Source::Symlink(target.to_owned()),
+            false,
+        ),
+        PlannedFile::new(
+            "codex-home/skills/other",
+            Source::Symlink("../elsewhere".to_owned()),
+            false,
+        ),
+        PlannedFile::new("README.md", Source::Bytes(b"x".to_vec()), false),
+    ];
+    let published = store.publish_files(&name, &plan, &[]).unwrap();
+    let link = |path: &str, target: &str| {
+        let staged = published.path().join(path);
+        let meta = std::fs::symlink_metadata(&staged).unwrap();
+        assert!(meta.file_type().is_symlink(), "{path}");
+        assert_eq!(std::fs::read_link(&staged).unwrap(), Path::new(target));
+        meta
+    };
+    let opencode = link("opencode/skills/review", target);
+    let claude = link("plugins/agentpack-bundle/skills/review", target);
+    let other = link("codex-home/skills/other", "../elsewhere");
+    assert_eq!(opencode.ino(), claude.ino(), "one inode for one target");
+    assert_eq!(opencode.nlink(), 2);
+    assert_ne!(other.ino(), opencode.ino());
+    assert_eq!(other.nlink(), 1);
+    // The manifest still names each link, and the path verifies.
+    let report =
+        agentpack_store::verify(&store, agentpack_store::VerifyOptions::default()).unwrap();
+    assert!(report.is_clean(), "{report:?}");
 }
 
 #[test]
