@@ -33,49 +33,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bench=(cargo bench -p agentpack-cli --bench fetch_build)
-fs="${AGENTPACK_BENCH_FS:-loop}"
-case "$fs" in
-  tmp)
-    echo "filesystem: \$TMPDIR (${TMPDIR:-/tmp}) as it is: $(df --output=fstype "${TMPDIR:-/tmp}" | tail -1 | tr -d ' ')"
-    exec "${bench[@]}" -- --bench
-    ;;
-  loop) ;;
-  *)
-    echo "AGENTPACK_BENCH_FS=$fs: use loop or tmp" >&2
-    exit 2
-    ;;
-esac
-
-if [[ $(id -u) -ne 0 ]]; then
-  echo "skipped: the dedicated filesystem needs root to mount a loop device (AGENTPACK_BENCH_FS=tmp measures in \$TMPDIR)" >&2
-  exit 0
-fi
-if ! command -v mkfs.ext4 >/dev/null || ! losetup -f >/dev/null 2>&1; then
-  echo "skipped: no mkfs.ext4 or no free loop device (AGENTPACK_BENCH_FS=tmp measures in \$TMPDIR)" >&2
-  exit 0
-fi
-
 # Build before mounting: a build takes minutes and needs nothing of the mount.
 "${bench[@]}" --no-run
-
-image_dir="${AGENTPACK_BENCH_IMAGE_DIR:-/dev/shm}"
-image=$(mktemp "$image_dir/agentpack-fetch-build.XXXXXX.img")
-mnt=$(mktemp -d /tmp/agentpack-fetch-build-mnt.XXXXXX)
-cleanup() {
-  if mountpoint -q "$mnt"; then
-    umount "$mnt" || umount -l "$mnt" || true
-  fi
-  rmdir "$mnt" 2>/dev/null || true
-  rm -f "$image"
-}
-trap cleanup EXIT
-truncate -s "${AGENTPACK_BENCH_IMAGE_MB:-2048}M" "$image"
-mkfs.ext4 -q -F "$image"
-if ! mount -o loop "$image" "$mnt"; then
-  echo "skipped: cannot mount a loop device here (AGENTPACK_BENCH_FS=tmp measures in \$TMPDIR)" >&2
-  exit 0
-fi
-mkdir "$mnt/tmp"
-chmod 1777 "$mnt/tmp"
-echo "filesystem: ext4 on $(findmnt -n -o SOURCE "$mnt"), image $image (${AGENTPACK_BENCH_IMAGE_MB:-2048} MiB, on $(df --output=fstype "$image_dir" | tail -1 | tr -d ' ')), mounted at $mnt"
-TMPDIR="$mnt/tmp" "${bench[@]}" -- --bench
+source bench/lib/dedicated-ext4.sh
+dedicated_ext4 fetch-build || exit 0
+"${bench[@]}" -- --bench

@@ -43,6 +43,7 @@ use serde_json::Value;
 
 pub use agent::{Agent, AgentProfile};
 pub use input::collect_mcp_servers;
+pub use input::tree::PackageListings;
 pub use mode::{ModeBase, ModeFilter, PathFilter, Selector, SelectorError};
 pub use plan::{Collision, GenerationPlan, PlanEntry, RenderPlan, SecretLayer, SharedPlan};
 pub use render::mcp::{McpLaunch, McpOAuth, McpServer, MergedServer};
@@ -140,6 +141,8 @@ pub struct StageInputs {
     /// The active mode (for `mcp:` selectors; package filters are in each [`PackageInput`]).
     pub mode: ModeFilter,
     pub options: RenderOptions,
+    /// The packages' listings, read once for every use of these inputs (and of their clones).
+    pub listings: input::tree::PackageListings,
 }
 
 pub(crate) fn path_text(path: &Path) -> String {

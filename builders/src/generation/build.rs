@@ -273,6 +273,7 @@ fn stage_inputs(store: &Store, inputs: &GenerationInputs, name: &StorePathName) 
             generation_root,
             plugin_data_root: inputs.plugin_data_root.clone(),
         },
+        listings: inputs.listings.clone(),
     }
 }
 

@@ -94,6 +94,9 @@ pub struct GenerationInputs {
     /// Store paths the generation uses besides its packages (MCP exec specs and their npm trees):
     /// referenced, so GC keeps them while the generation lives.
     pub extra_references: Vec<StorePath>,
+    /// The packages' listings, shared by every render and MCP read of these inputs and their
+    /// clones (each package walked once). Not an input: never in the digest.
+    pub listings: agentpack_harness::PackageListings,
 }
 
 /// What [`build_generation`] did.
@@ -351,6 +354,7 @@ mod tests {
             agentpack_exe: PathBuf::from("/bin/agentpack"),
             plugin_data_root: PathBuf::from("/home/u/.agentpack/projects/p/plugin-data"),
             extra_references: Vec::new(),
+            listings: Default::default(),
         }
     }
 

@@ -23,7 +23,8 @@
 //! Owns: reading `agentpack.toml` and `pack.lock` (once, see [`files`]), the order of the steps and
 //! what each hands on. Never prints (warnings are returned by [`ProjectSession::take_warnings`]),
 //! never reads an environment variable (the cli passes [`PlanOptions`] and the GitHub session
-//! factory), never re-reads a file a step already read.
+//! factory), never re-reads a file a step already read (the package trees included: one listing
+//! per package per session).
 
 pub mod build;
 pub mod files;
@@ -174,6 +175,9 @@ pub struct ProjectSession {
     warnings: WarningList,
     /// Opened with [`ProjectSession::open_read_only`].
     read_only: bool,
+    /// The locked packages' listings (store paths), shared by every plan of the session: MCP
+    /// definitions and rendering walk each package once.
+    listings: agentpack_harness::PackageListings,
 }
 
 impl std::fmt::Debug for ProjectSession {
@@ -205,6 +209,7 @@ impl ProjectSession {
             manifest,
             warnings: WarningList::new(Once::ForLife),
             read_only: false,
+            listings: agentpack_harness::PackageListings::default(),
         })
     }
 

@@ -13,8 +13,8 @@
 //! store's record of each package's executable files. Writes nothing: the exec specs of
 //! tree-locked MCP servers are named here and published by [`super::ProjectSession::build`].
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 
 use agentpack_harness::{Agent, Collision, PlanEntry};
 use serde::Serialize;
@@ -227,6 +227,7 @@ impl ProjectSession {
             agentpack_exe: options.agentpack_exe.clone(),
             plugin_data_root: self.roots().state_dir().join("plugin-data"),
             extra_references: Vec::new(),
+            listings: self.listings.clone(),
         };
         Ok(generation::resolve_source_executables(
             self.store(),
@@ -317,15 +318,20 @@ impl ProjectSession {
             .map(|p| (p.input.module.clone(), p.store_path.path().to_path_buf()))
             .collect();
         let overlay = inputs.overlay.as_ref().map(|(dir, _)| dir.clone());
+        // A staged file's package is found by its ancestors (a few lookups per file, not one
+        // comparison per package); of modules sharing one store path, the first by name.
+        let mut module_of_root: HashMap<&Path, &String> = HashMap::with_capacity(packages.len());
+        for (module, root) in &packages {
+            module_of_root.entry(root.as_path()).or_insert(module);
+        }
         let layer_of = |entry: &PlanEntry| -> (Layer, Option<String>) {
             match entry {
                 PlanEntry::Bytes(_) => (Layer::Rendered, None),
                 PlanEntry::Symlink(_) => (Layer::Link, None),
                 PlanEntry::FromFile { source, .. } => {
-                    if let Some((module, _)) =
-                        packages.iter().find(|(_, root)| source.starts_with(root))
+                    if let Some(module) = source.ancestors().find_map(|dir| module_of_root.get(dir))
                     {
-                        (Layer::Package, Some(module.clone()))
+                        (Layer::Package, Some((*module).clone()))
                     } else if overlay.as_ref().is_some_and(|dir| source.starts_with(dir)) {
                         (Layer::Overlay, None)
                     } else {

@@ -455,6 +455,7 @@ fn staged_configs_carry_the_exact_version_or_mcp_exec() {
         agentpack_exe: exe.to_path_buf(),
         plugin_data_root: f.dir.path().join("plugin-data"),
         extra_references: prepared.references.clone(),
+        listings: Default::default(),
     };
     let generation = build_generation(&store, &inputs).unwrap();
     // The generation keeps the exec spec (and through it the npm tree) alive for GC.

@@ -101,6 +101,7 @@ impl<'a> Sources<'a> {
                     generation_root: PathBuf::new(),
                     plugin_data_root: PathBuf::new(),
                 },
+                listings: Default::default(),
             };
             input::load(&stage).map_err(|err| format!("{err:#}"))
         });

@@ -22,6 +22,10 @@
 //! removed a store path with no good copy stages the project again over the handle it verified
 //! with: one store handle.
 //!
+//! A sync that builds a new generation lists each package's store path once for its inputs and
+//! reads each of its files once there, however many times it reads the inputs (MCP definitions,
+//! rendering, rendering again under the final name).
+//!
 //! A strict launch (`--strict-external claude`) that takes the fast path evaluates the contract
 //! over the project it discovered and the bytes the fast path read: `agentpack.toml` and
 //! `pack.lock` opened once each, and the newest probe receipt once.
@@ -234,6 +238,65 @@ fn a_full_sync_and_a_fast_one_read_the_manifest_and_the_lock_at_most_twice() {
             "{what} sync published: {published}"
         );
     }
+}
+
+#[test]
+fn a_generation_rebuild_lists_and_reads_each_package_once() {
+    let iso = IsolatedHome::new();
+    let plugin = iso.project.join("pkgs/plug");
+    write(
+        &plugin.join(".claude-plugin/plugin.json"),
+        r#"{"name": "plug", "description": "A plugin."}"#,
+    );
+    package(&plugin, "plug");
+    write(
+        &plugin.join("commands/go.md"),
+        "---\ndescription: Go.\n---\nGo.\n",
+    );
+    ok(&iso, &["init"]);
+    ok(&iso, &["add", "./pkgs/plug"]);
+    let slot = std::fs::read_dir(iso.agentpack_home.join("cache"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.is_symlink() && path.join(".claude-plugin/plugin.json").is_file())
+        .expect("the package's slot");
+    let store_path = std::fs::canonicalize(&slot).unwrap();
+    // A new overlay file: the next sync reads the package's MCP definitions, then renders and
+    // publishes a new generation of it (each a read of the inputs).
+    write(&iso.project.join(".agents/rules/extra.md"), "# extra\n");
+    let Some(trace) = traced(&iso, &["sync"]) else {
+        return;
+    };
+    assert!(
+        trace
+            .lines()
+            .any(|line| line.contains("rename") && line.contains("-generation-default\"")),
+        "the sync built a new generation"
+    );
+    let opens_of = |relative: &str, directory: bool| {
+        let path = store_path.join(relative);
+        opens(&trace)
+            .iter()
+            .filter(|(p, flags)| Path::new(p) == path && flags.contains("O_DIRECTORY") == directory)
+            .count()
+    };
+    // Outside the inputs' one listing, the resolver hashes the store copy (a walk, and a read of
+    // every file) and reads the plugin's name from its manifest.
+    let manifest = opens_of(".claude-plugin/plugin.json", false);
+    assert_eq!(
+        manifest, 3,
+        "the store copy's plugin.json read {manifest} times (hash, name, inputs)"
+    );
+    let command = opens_of("commands/go.md", false);
+    assert_eq!(
+        command, 2,
+        "the store copy's command read {command} times (hash, inputs)"
+    );
+    let listed = opens_of("skills", true);
+    assert_eq!(
+        listed, 2,
+        "the store copy's skills/ listed {listed} times (hash, inputs)"
+    );
 }
 
 #[test]

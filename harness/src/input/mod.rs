@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use crate::input::artifact::Artifact;
 use crate::input::mode_mcp::NamedPluginServer;
-use crate::input::tree::{Node, PackageTree};
+use crate::input::tree::{Node, PackageListings, PackageTree};
 use crate::render::hooks::HookFile;
 use crate::render::mcp::{self, McpServer, McpSource, MergedServer};
 use crate::render::{convert, frontmatter};
@@ -92,7 +92,12 @@ pub fn load(inputs: &StageInputs) -> Result<Loaded, HarnessError> {
 
     let mut packages = Vec::new();
     for input in layered_packages(&inputs.packages, &mut info) {
-        packages.push(load_package(input, options, &mut warnings)?);
+        packages.push(load_package(
+            input,
+            &inputs.listings,
+            options,
+            &mut warnings,
+        )?);
     }
 
     let mut overlay = None;
@@ -291,10 +296,13 @@ fn manifest_entries(manifest: &Value, field: &str) -> Vec<Value> {
 
 fn load_package(
     input: &PackageInput,
+    listings: &PackageListings,
     options: &RenderOptions,
     warnings: &mut Vec<String>,
 ) -> Result<LoadedPackage, HarnessError> {
-    let tree = PackageTree::read(&input.root, &input.filter)?.with_executables(&input.executables);
+    let tree = listings
+        .read(&input.root, &input.filter)?
+        .with_executables(&input.executables);
     let label = input.module.as_str();
     let discovery = artifact::discover(&tree, label, &root_skill_name(input, &tree))?;
     warnings.extend(discovery.warnings);
@@ -449,7 +457,7 @@ pub fn collect_mcp_servers(
     let mut plugin_servers = Vec::new();
     let mut read_names = Vec::new();
     for input in layered_packages(&inputs.packages, &mut info) {
-        let tree = PackageTree::read(&input.root, &input.filter)?;
+        let tree = inputs.listings.read(&input.root, &input.filter)?;
         for server in read_plugin_servers(&tree, &input.module, &mut warnings)? {
             read_names.push(server.name.clone());
             if mode.mcp_selected(&server.name, true) {

@@ -38,7 +38,7 @@ pub(crate) fn plugin_servers_enabled_by_name(
         .sort_by(|a, b| (a.kind == "skill", &a.cache_key).cmp(&(b.kind == "skill", &b.cache_key)));
     let mut named = Vec::new();
     for input in ordered {
-        let tree = PackageTree::read(&input.root, &PathFilter::all())?;
+        let tree = inputs.listings.read(&input.root, &PathFilter::all())?;
         // Warnings about these files belong to the staging that reads them; none is repeated.
         let servers = read_plugin_servers(&tree, &input.module, &mut Vec::new())?;
         for server in servers {

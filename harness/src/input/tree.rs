@@ -7,9 +7,9 @@
 //! [`PackageTree::read_text`] reads each file once per listing: a plugin manifest is asked for its
 //! components, hooks, LSP and MCP servers by separate readers.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::mode::PathFilter;
 use crate::HarnessError;
@@ -70,15 +70,10 @@ pub struct PackageTree {
 }
 
 /// The texts read from one listing, by resolved path. Not part of what a tree is: two trees with
-/// the same listing are equal whatever each has read, and a clone starts empty.
-#[derive(Debug, Default)]
-struct TextCache(Mutex<BTreeMap<String, String>>);
-
-impl Clone for TextCache {
-    fn clone(&self) -> Self {
-        Self::default()
-    }
-}
+/// the same listing are equal whatever each has read. Clones of a tree share it (the files of one
+/// root are read once however many views of it are made).
+#[derive(Debug, Default, Clone)]
+struct TextCache(Arc<Mutex<BTreeMap<String, String>>>);
 
 impl PartialEq for TextCache {
     fn eq(&self, _: &Self) -> bool {
@@ -87,6 +82,50 @@ impl PartialEq for TextCache {
 }
 
 impl Eq for TextCache {}
+
+/// The listings of the package trees of one set of inputs, shared by every load of them: a
+/// package root is a store path, which never changes, so a process that reads its inputs several
+/// times (MCP definitions, then rendering, then rendering again under the generation's final name)
+/// walks each package once and reads each of its files once. Clones share the listings. Never
+/// used for `./.agents/`, which may change. Not part of what the inputs are: always equal.
+#[derive(Debug, Default, Clone)]
+pub struct PackageListings(Arc<Mutex<ListingsByRoot>>);
+
+type ListingsByRoot = HashMap<PathBuf, Vec<(PathFilter, PackageTree)>>;
+
+impl PartialEq for PackageListings {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl PackageListings {
+    /// [`PackageTree::read`] of the package at `root` through `filter`, listed once.
+    pub fn read(&self, root: &Path, filter: &PathFilter) -> Result<PackageTree, HarnessError> {
+        let listed = |listings: &ListingsByRoot| {
+            listings
+                .get(root)?
+                .iter()
+                .find(|(listed_filter, _)| listed_filter == filter)
+                .map(|(_, tree)| tree.clone())
+        };
+        if let Some(tree) = listed(&self.lock()) {
+            return Ok(tree);
+        }
+        let tree = PackageTree::read(root, filter)?;
+        self.lock()
+            .entry(root.to_path_buf())
+            .or_default()
+            .push((filter.clone(), tree.clone()));
+        Ok(tree)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ListingsByRoot> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
 
 impl PackageTree {
     /// Lists `root`, keeping the paths `filter` selects.
@@ -442,5 +481,36 @@ mod tests {
         let (files, problems) = t.files_under("a");
         assert_eq!(files.len(), 1);
         assert!(matches!(problems[0].1, LinkProblem::Loop { .. }));
+    }
+
+    #[test]
+    fn listings_walk_a_package_once_per_filter_and_share_what_was_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("pkg");
+        std::fs::create_dir_all(root.join("skills/a")).unwrap();
+        std::fs::write(root.join("skills/a/SKILL.md"), "one").unwrap();
+        let listings = PackageListings::default();
+        let first = listings.read(&root, &PathFilter::all()).unwrap();
+        assert_eq!(first.read_text("skills/a/SKILL.md").unwrap(), "one");
+
+        // A store path never changes; these edits only show whether the disk is read again.
+        std::fs::write(root.join("skills/a/SKILL.md"), "two").unwrap();
+        std::fs::write(root.join("README.md"), "new").unwrap();
+        let again = listings.clone().read(&root, &PathFilter::all()).unwrap();
+        assert_eq!(again, first, "listed once: the new file is not seen");
+        assert_eq!(
+            again.read_text("skills/a/SKILL.md").unwrap(),
+            "one",
+            "a view of the same listing shares its texts"
+        );
+        let other_filter = listings.read(&root, &PathFilter::none()).unwrap();
+        assert!(
+            other_filter.entries().is_empty(),
+            "another filter is its own listing"
+        );
+        assert!(PackageTree::read(&root, &PathFilter::all())
+            .unwrap()
+            .entries()
+            .contains_key("README.md"));
     }
 }

@@ -44,6 +44,7 @@ fn inputs(packages: Vec<PackageInput>) -> StageInputs {
         mcp_servers: IndexMap::new(),
         mcp_launch: BTreeMap::new(),
         mode: ModeFilter::new(ModeBase::All, &[], &[]).unwrap(),
+        listings: Default::default(),
         options: RenderOptions {
             keep_attribution: true,
             dot_agents_enabled: false,

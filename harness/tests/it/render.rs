@@ -210,6 +210,7 @@ fn inputs(root: &Path) -> StageInputs {
         mcp_servers: servers,
         mcp_launch: launch,
         mode,
+        listings: Default::default(),
         options: RenderOptions {
             keep_attribution: false,
             dot_agents_enabled: true,

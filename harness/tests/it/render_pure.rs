@@ -123,6 +123,7 @@ fn inputs(case: &Case) -> StageInputs {
         }),
         mcp_servers: servers,
         mcp_launch: Default::default(),
+        listings: Default::default(),
         options: RenderOptions {
             keep_attribution: case.keep_attribution,
             dot_agents_enabled: case.dot_agents,

@@ -422,6 +422,15 @@ impl Store {
             size,
             exec,
         };
+        let empty = |dst: &Path| -> Result<Entry> {
+            create_empty(dst, file_mode(exec))?;
+            Ok(Entry::File {
+                path: path.clone(),
+                blob: None,
+                size: 0,
+                exec,
+            })
+        };
         match &planned.source {
             Source::Symlink(target) => {
                 std::os::unix::fs::symlink(target, dst).ctx("create link", dst)?;
@@ -437,16 +446,19 @@ impl Store {
             }
             Source::Bytes(bytes) => {
                 if bytes.is_empty() {
-                    create_empty(dst, file_mode(exec))?;
-                    return Ok(Entry::File {
-                        path: path.clone(),
-                        blob: None,
-                        size: 0,
-                        exec,
-                    });
+                    return empty(dst);
                 }
-                let id = self.import_bytes_locked(bytes, exec)?;
-                match self.link_blob(&id, exec, dst) {
+                // Linked first (rendered files are mostly the blobs of earlier generations): the
+                // blob is written only when linking finds it missing.
+                let id = BlobId::of(bytes);
+                let linked = match self.link_blob(&id, exec, dst) {
+                    Err(StoreError::MissingBlob { .. }) => {
+                        self.import_bytes_locked(bytes, exec)?;
+                        self.link_blob(&id, exec, dst)
+                    }
+                    other => other,
+                };
+                match linked {
                     // Another user's blob of that name lies: this path gets its own copy.
                     Err(StoreError::TamperedObject { .. }) => {
                         write_new(dst, bytes, file_mode(exec))?;
@@ -459,10 +471,17 @@ impl Store {
                 Ok(blob_entry(id, bytes.len() as u64))
             }
             Source::ExistingFile(file) => {
-                let inside_store = file.starts_with(&self.dir);
-                let known = if let Some(found) = self.known_blob_of(file) {
-                    Some(found)
-                } else if inside_store {
+                // A file of a published store path names its blob in the manifest: linked without
+                // a lookup first, since linking finds a missing blob anyway (imported below then).
+                match self.manifest_blob_of(file) {
+                    Some((_, 0)) => return empty(dst),
+                    Some((id, size)) => match self.link_or_copy_verified(&id, exec, file, dst) {
+                        Err(StoreError::MissingBlob { .. }) => {}
+                        linked => return linked.map(|()| blob_entry(id, size)),
+                    },
+                    None => {}
+                }
+                let known = if file.starts_with(&self.dir) {
                     let (id, size) = blake3_file(file)?;
                     (size == 0 || self.has_blob(&id, exec) || self.has_blob(&id, !exec))
                         .then_some((id, size))
@@ -475,29 +494,34 @@ impl Store {
                     None => self.import_file_locked(file, exec)?,
                 };
                 match imported {
-                    None => {
-                        create_empty(dst, file_mode(exec))?;
-                        Ok(Entry::File {
-                            path: path.clone(),
-                            blob: None,
-                            size: 0,
-                            exec,
-                        })
-                    }
+                    None => empty(dst),
                     Some((id, size)) => {
-                        if let Err(err) = self.link_blob(&id, exec, dst) {
-                            let StoreError::TamperedObject { .. } = err else {
-                                return Err(err);
-                            };
-                            // The blob of that name lies (another user's, or changed in place):
-                            // copy the file itself, checked; an own blob is restored from the copy.
-                            self.copy_verified(file, dst, &id, file_mode(exec), None)?;
-                            self.restore_blob_from(&id, exec, dst);
-                        }
+                        self.link_or_copy_verified(&id, exec, file, dst)?;
                         Ok(blob_entry(id, size))
                     }
                 }
             }
+        }
+    }
+
+    /// Links blob `id` at `dst`. When the blob of that name lies (another user's, or changed in
+    /// place), `file` itself is copied, checked against `id`, and an own blob is restored from the
+    /// copy.
+    fn link_or_copy_verified(
+        &self,
+        id: &BlobId,
+        exec: bool,
+        file: &Path,
+        dst: &Path,
+    ) -> Result<()> {
+        match self.link_blob(id, exec, dst) {
+            Ok(_) => Ok(()),
+            Err(StoreError::TamperedObject { .. }) => {
+                self.copy_verified(file, dst, id, file_mode(exec), None)?;
+                self.restore_blob_from(id, exec, dst);
+                Ok(())
+            }
+            Err(err) => Err(err),
         }
     }
 
@@ -531,8 +555,9 @@ impl Store {
         Some((path, inner, meta))
     }
 
-    /// The blob and size of a file of a published store path, from its manifest (no hashing).
-    pub(super) fn known_blob_of(&self, file: &Path) -> Option<(BlobId, u64)> {
+    /// The blob and size of a file of a published store path as its manifest names them (no
+    /// hashing, and no look at the blob itself: linking it finds out whether it is there).
+    fn manifest_blob_of(&self, file: &Path) -> Option<(BlobId, u64)> {
         // Another user's metadata is theirs to rewrite: their files are hashed instead.
         let (_, inner, meta) = self.published_manifest_of(file)?;
         let index = meta
@@ -544,7 +569,7 @@ impl Store {
                 blob: Some(id),
                 size,
                 ..
-            } => (self.has_blob(id, false) || self.has_blob(id, true)).then_some((*id, *size)),
+            } => Some((*id, *size)),
             Entry::File { blob: None, .. } => Some((BlobId::of(b""), 0)),
             _ => None,
         }

@@ -106,10 +106,11 @@ impl Store {
     /// Seal the tree built at `out` and write its metadata into `base`, ready for the flush of its
     /// batch. Nothing gets a final name here.
     ///
-    /// Everything below the top directory is sealed first; the top is moved into the store directory
-    /// under a hidden name while still writable (moving a directory into another parent needs write
-    /// permission on the directory itself, which a sealed top only grants to root) and sealed there;
-    /// after the flush [`Store::place`] renames it within the same directory, which needs no
+    /// Everything below the top directory is sealed first, by the directories `meta` lists (a
+    /// manifest lists every directory of its tree, so nothing is read again); the top is moved into
+    /// the store directory under a hidden name while still writable (moving a directory into
+    /// another parent needs write permission on the directory itself, which a sealed top only
+    /// grants to root) and sealed there; after the flush [`Store::place`] renames it within the same directory, which needs no
     /// permission on the tree itself. A process killed at any point never leaves an unsealed or
     /// unflushed tree under a final name, only a hidden leftover GC removes.
     pub(crate) fn stage(
@@ -119,19 +120,11 @@ impl Store {
         name: StorePathName,
         meta: StorePathMeta,
     ) -> Result<Staged> {
-        fsutil::seal_dirs_below(out)?;
-        self.stage_sealed(base, out, name, meta)
-    }
-
-    /// [`Store::stage`] of a tree whose directories below the top are sealed already (a package
-    /// seals the directories its manifest lists, without walking the tree again).
-    pub(crate) fn stage_sealed(
-        &self,
-        base: &Path,
-        out: &Path,
-        name: StorePathName,
-        meta: StorePathMeta,
-    ) -> Result<Staged> {
+        for entry in &meta.entries {
+            if let Entry::Dir { path } = entry {
+                set_mode(&out.join(path), 0o555)?;
+            }
+        }
         let meta_temp = base.join("meta.json");
         fs_err::write(&meta_temp, meta.to_bytes()).ctx("write", &meta_temp)?;
         set_mode(&meta_temp, 0o444)?;

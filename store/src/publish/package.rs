@@ -217,9 +217,8 @@ impl Store {
                 self.build_package(tree.src, out, tree.expected, replace_damaged, tree.adopt)?;
             let name = StorePathName::from_tree_hash(&actual, tree.label);
             let Some(existing) = self.published(&name) else {
-                seal_listed_dirs(out, &entries)?;
                 let meta = new_meta(&name, PathKind::Package, Some(actual), &[], entries);
-                return self.stage_sealed(build_dir.base(), out, name, meta).map(Ok);
+                return self.stage(build_dir.base(), out, name, meta).map(Ok);
             };
             if !replace_damaged {
                 self.verify_foreign_package(&existing, &actual)?;
@@ -424,15 +423,4 @@ impl Store {
         }
         Ok(file_entry(relative, id, size, exec))
     }
-}
-
-/// Seals (0555) the directories `entries` lists below `out`, the manifest of the tree built there:
-/// what [`fsutil::seal_dirs_below`] does, without reading the directories again.
-fn seal_listed_dirs(out: &Path, entries: &[Entry]) -> Result<()> {
-    for entry in entries {
-        if let Entry::Dir { path } = entry {
-            fsutil::set_mode(&out.join(path), 0o555)?;
-        }
-    }
-    Ok(())
 }

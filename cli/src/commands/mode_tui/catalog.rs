@@ -16,7 +16,7 @@ use agentpack_harness::launch::home_layer::AGY_OVERLAY_LINK;
 use agentpack_harness::render::mcp::McpSource;
 use agentpack_harness::{
     collect_mcp_servers, render_generation, Agent, ModeFilter, OverlayInput, PackageInput,
-    PathFilter, RenderOptions, StageInputs,
+    PackageListings, PathFilter, RenderOptions, StageInputs,
 };
 use agentpack_lockfile::{Lockfile, Manifest, Mode, ModuleId, Selector};
 use anyhow::{Context as _, Result};
@@ -37,6 +37,8 @@ pub struct ProjectContent {
     overlay: Option<PathBuf>,
     mcp_servers: IndexMap<String, agentpack_lockfile::McpServer>,
     options: RenderOptions,
+    /// The packages' listings (store paths), walked once for every mode previewed.
+    listings: PackageListings,
 }
 
 impl ProjectContent {
@@ -80,6 +82,7 @@ impl ProjectContent {
             },
             overlay,
             mcp_servers: manifest.mcp_servers.clone(),
+            listings: PackageListings::default(),
         })
     }
 
@@ -101,6 +104,7 @@ impl ProjectContent {
             mcp_launch: Default::default(),
             mode: mode.clone(),
             options: self.options.clone(),
+            listings: self.listings.clone(),
         }
     }
 

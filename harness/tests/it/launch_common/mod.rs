@@ -190,6 +190,7 @@ pub fn world(agentpack_exe: &Path) -> World {
         mcp_servers: servers,
         mcp_launch: BTreeMap::new(),
         mode: ModeFilter::all(),
+        listings: Default::default(),
         options: RenderOptions {
             keep_attribution: false,
             dot_agents_enabled: true,
