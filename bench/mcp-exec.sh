@@ -19,7 +19,7 @@ deps="${AGENTPACK_BENCH_DEPS:-30}"
 bin="${AGENTPACK_BIN:-}"
 if [[ -z "$bin" ]]; then
   cargo build --release -p agentpack-cli >&2
-  bin="target/release/agentpack"
+  bin="${CARGO_TARGET_DIR:-target}/release/agentpack"
 fi
 bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
 

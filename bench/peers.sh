@@ -55,7 +55,7 @@ rulesync_cli="$peers/node_modules/rulesync/dist/cli/index.js"
 # --- agentpack, a private copy (a concurrent build must not replace it mid-run) ---------------------
 if [[ -z "${AGENTPACK_BIN:-}" ]]; then
   cargo build -q --release -p agentpack-cli --bin agentpack
-  AGENTPACK_BIN="$repo/target/release/agentpack"
+  AGENTPACK_BIN="${CARGO_TARGET_DIR:-$repo/target}/release/agentpack"
 fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/agentpack-peers.XXXXXX")
 if [[ -z "${AGENTPACK_BENCH_KEEP:-}" ]]; then

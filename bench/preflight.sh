@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${AGENTPACK_BENCH_RUNS:-21}
 count=${AGENTPACK_BENCH_PACKAGES:-100}
-bin=${AGENTPACK_BIN:-$PWD/target/release/agentpack}
+bin=${AGENTPACK_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/release/agentpack}
 if [ ! -x "$bin" ]; then
   cargo build --release -p agentpack-cli
 fi
