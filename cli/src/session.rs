@@ -56,6 +56,7 @@ fn store_options() -> Result<StoreOptions> {
         link_mode,
         host_id: env::var(EnvVars::AGENTPACK_HOST_ID),
         local_cache_dir,
+        full_verify: env::flag(EnvVars::AGENTPACK_FULL_VERIFY),
         ..StoreOptions::default()
     })
 }

@@ -86,6 +86,10 @@ pub fn run(ctx: &Context, args: &SyncArgs, probe_all: ProbeAfterSync<'_>) -> Res
         return dry_run(ctx, &project);
     }
     let mut session = pipeline::open(&project)?;
+    if args.verify_only || args.repair {
+        // Looking for damage: every package is hashed, whatever this user's blob stamps say.
+        session.store().verify_slots_in_full();
+    }
     if args.verify_only {
         return verify_only(ctx, &project, &session);
     }

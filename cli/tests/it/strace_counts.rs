@@ -280,22 +280,22 @@ fn a_generation_rebuild_lists_and_reads_each_package_once() {
             .filter(|(p, flags)| Path::new(p) == path && flags.contains("O_DIRECTORY") == directory)
             .count()
     };
-    // Outside the inputs' one listing, the resolver hashes the store copy (a walk, and a read of
-    // every file) and reads the plugin's name from its manifest.
+    // Outside the inputs' one listing, the resolver reads the plugin's name from its manifest and
+    // checks the store copy it verified before by a walk against its blob stamps (no file read).
     let manifest = opens_of(".claude-plugin/plugin.json", false);
     assert_eq!(
-        manifest, 3,
-        "the store copy's plugin.json read {manifest} times (hash, name, inputs)"
+        manifest, 2,
+        "the store copy's plugin.json read {manifest} times (name, inputs)"
     );
     let command = opens_of("commands/go.md", false);
     assert_eq!(
-        command, 2,
-        "the store copy's command read {command} times (hash, inputs)"
+        command, 1,
+        "the store copy's command read {command} times (inputs)"
     );
     let listed = opens_of("skills", true);
     assert_eq!(
         listed, 2,
-        "the store copy's skills/ listed {listed} times (hash, inputs)"
+        "the store copy's skills/ listed {listed} times (stamp check, inputs)"
     );
 }
 

@@ -630,3 +630,61 @@ fn staged_files_holding(home: &IsolatedHome, needle: &str) -> String {
         .unwrap();
     String::from_utf8_lossy(&found.stdout).into_owned()
 }
+
+/// `agentpack -vv sync` (with `envs`) after a new overlay file, which makes it a full sync; whether
+/// it re-hashed the GitHub package's store path, and what it said.
+fn full_sync_rehashed(home: &IsolatedHome, round: &str, envs: &[(&str, &str)]) -> (bool, String) {
+    let overlay = home.project.join(".agents/rules");
+    std::fs::create_dir_all(&overlay).unwrap();
+    std::fs::write(overlay.join("round.md"), format!("# round {round}\n")).unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("agentpack");
+    let mut command = home.command(&bin, None);
+    command.args(["-vv", "sync"]);
+    for (name, value) in envs {
+        command.env(name, value);
+    }
+    let output = command.output().unwrap();
+    let text = said(&output);
+    assert!(output.status.success(), "sync {round}: {text}");
+    assert!(
+        !text.contains("sync fast path: inputs unchanged"),
+        "sync {round} was a full one: {text}"
+    );
+    (
+        text.contains("re-hashing a cache slot against the lock"),
+        text,
+    )
+}
+
+#[test]
+fn a_full_sync_hashes_a_verified_package_again_only_when_its_tree_changed() {
+    let github = FakeGitHub::start();
+    let home = project_with_github_package(&github);
+    // A full check hashes the store path once (the generation's links record its files' stamps).
+    full_sync_rehashed(&home, "1", &[]);
+    let (rehashed, text) = full_sync_rehashed(&home, "2", &[]);
+    assert!(!rehashed, "an unchanged tree is not hashed again: {text}");
+    let (rehashed, text) = full_sync_rehashed(&home, "3", &[("AGENTPACK_FULL_VERIFY", "1")]);
+    assert!(rehashed, "AGENTPACK_FULL_VERIFY hashes it: {text}");
+
+    // An edit in place, same size (a write moves the file's ctime): hashed, found, restored.
+    let store_file = std::fs::canonicalize(staged_demo(&home)).unwrap();
+    let original = std::fs::read_to_string(&store_file).unwrap();
+    make_writable(&store_file);
+    std::fs::write(&store_file, original.replace("demo things", "DEMO THINGS")).unwrap();
+    let (rehashed, text) = full_sync_rehashed(&home, "4", &[]);
+    assert!(rehashed, "a changed tree is hashed again: {text}");
+    assert!(text.contains(RESTORED), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(staged_demo(&home)).unwrap(),
+        original
+    );
+    let (rehashed, text) = full_sync_rehashed(&home, "5", &[]);
+    assert!(!rehashed, "the restored tree is remembered again: {text}");
+    // Looking for damage never trusts a stamp.
+    let text = ok(&home, &["-vv", "sync", "--verify-only"]);
+    assert!(
+        text.contains("re-hashing a cache slot against the lock"),
+        "sync --verify-only hashes: {text}"
+    );
+}

@@ -117,7 +117,7 @@ pub(super) fn link_fallback_warning(
 
 impl Store {
     /// The stamp this user recorded for blob `id` (its `executable` variant), if any.
-    pub(super) fn recorded_stamp(&self, id: &BlobId, executable: bool) -> Option<BlobStamp> {
+    pub(crate) fn recorded_stamp(&self, id: &BlobId, executable: bool) -> Option<BlobStamp> {
         let (_, name) = id.file_name(executable);
         self.loaded_stamps()?.stamps.get(&name).copied()
     }
@@ -157,7 +157,7 @@ impl Store {
     /// Records `stamp` as what the blob file of `id` looks like now (after verifying or linking
     /// it), in memory until [`Store::flush_stamps`]. Best effort: without a stamp the next link
     /// re-hashes the blob, nothing worse.
-    fn record_stamp(&self, id: &BlobId, executable: bool, stamp: BlobStamp) {
+    pub(crate) fn record_stamp(&self, id: &BlobId, executable: bool, stamp: BlobStamp) {
         if self.read_only {
             return;
         }
@@ -221,7 +221,7 @@ impl Store {
 
     /// Whether this user may trust the tree and the metadata of the store path `name` in place
     /// (asked once per handle).
-    pub(super) fn trusted_store_path(&self, name: &crate::names::StorePathName) -> bool {
+    pub(crate) fn trusted_store_path(&self, name: &crate::names::StorePathName) -> bool {
         if let Some(known) = self
             .link_caches
             .trusted_paths

@@ -87,6 +87,9 @@ pub struct StoreOptions {
     pub index: bool,
     /// Flush (syncfs + directory fsync) before a publication becomes visible. Default `true`.
     pub flush: bool,
+    /// Re-hash every cache slot a command checks, even a store path whose files are still the
+    /// blob inodes this user stamped (`AGENTPACK_FULL_VERIFY`; see [`Store::verify_slots_in_full`]).
+    pub full_verify: bool,
 }
 
 impl Default for StoreOptions {
@@ -97,6 +100,7 @@ impl Default for StoreOptions {
             local_cache_dir: None,
             index: true,
             flush: true,
+            full_verify: false,
         }
     }
 }
@@ -119,6 +123,8 @@ pub struct Store {
     pub(crate) verified: Mutex<std::collections::HashSet<StorePathName>>,
     /// What this user remembers of the packages of other users it verified, across handles.
     pub(crate) tree_stamps: crate::tree_stamps::TreeStamps,
+    /// Every checked slot is re-hashed, stamps or not ([`Store::verify_slots_in_full`]).
+    pub(crate) full_verify: std::sync::atomic::AtomicBool,
     /// Opened with [`Store::open_read_only`]: every write is refused ([`StoreError::ReadOnly`]),
     /// slot reads register no temp root, there is no index.
     pub(crate) read_only: bool,

@@ -124,6 +124,44 @@ impl Store {
         }
     }
 
+    /// Makes every later slot check of this handle re-hash its store path, whatever this user's
+    /// blob stamps say (`sync --verify-only` and `--repair` look for damage, which a stamp could
+    /// only hide if it lied).
+    pub fn verify_slots_in_full(&self) {
+        self.full_verify
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// [`Store::rehash_slot`], unless the store path is still the tree this user published or
+    /// verified ([`Store::unchanged_since_verified`]: its entries and each file's blob stamp, no
+    /// file read) and [`Store::verify_slots_in_full`] was not asked for.
+    fn rehash_slot_unless_stamped(
+        &self,
+        cache_key: &str,
+        path: &StorePath,
+        expected: &TreeHash,
+    ) -> Result<Match> {
+        let full = self.full_verify.load(std::sync::atomic::Ordering::Relaxed);
+        if !full && !self.read_only && self.unchanged_since_verified(path, expected) {
+            tracing::trace!(cache_key, path = %path.path().display(), "a cache slot unchanged since it was verified (its files are their blobs' stamped inodes)");
+            return Ok(Match::Exact);
+        }
+        let stamps = if self.read_only {
+            Vec::new()
+        } else {
+            self.stamps_before_hashing(path, expected)
+        };
+        let found = Self::rehash_slot(cache_key, path, expected)?;
+        if found == Match::Exact {
+            // Verified: the next check of an unchanged tree needs no hash (recorded with the
+            // publication's stamps, or when the handle is dropped).
+            for (id, exec, stamp) in stamps {
+                self.record_stamp(&id, exec, stamp);
+            }
+        }
+        Ok(found)
+    }
+
     /// Re-hashes the store path a slot links to against the lock's hash (traced: `-vv` shows each).
     pub(super) fn rehash_slot(
         cache_key: &str,
@@ -139,20 +177,27 @@ impl Store {
     /// [`StoreError::ContentHashMismatch`] naming the slot; nothing is changed. A legacy slot directory
     /// that matches is imported into the store and the slot becomes a link (a read-only handle
     /// refuses that with [`StoreError::ReadOnly`]; see [`Store::inspect_slot`]).
+    ///
+    /// A store path of this user named by `expected` is not hashed again while its entries are
+    /// its manifest's and its files are the blob inodes this user stamped ([`crate::stamps`]: a
+    /// write moves a file's ctime, a replaced file is another inode), unless
+    /// [`Store::verify_slots_in_full`].
     pub fn verified_slot(&self, cache_key: &str, expected: &TreeHash) -> Result<Option<StorePath>> {
         let slot = self.slot_path(cache_key)?;
         match self.slot_state(cache_key)? {
-            SlotState::Linked(path) => match Self::rehash_slot(cache_key, &path, expected)? {
-                Match::Exact | Match::Legacy => {
-                    self.add_temp_root(&path)?;
-                    Ok(Some(path))
+            SlotState::Linked(path) => {
+                match self.rehash_slot_unless_stamped(cache_key, &path, expected)? {
+                    Match::Exact | Match::Legacy => {
+                        self.add_temp_root(&path)?;
+                        Ok(Some(path))
+                    }
+                    Match::Mismatch { actual } => Err(StoreError::ContentHashMismatch {
+                        expected: *expected,
+                        actual,
+                        path: slot,
+                    }),
                 }
-                Match::Mismatch { actual } => Err(StoreError::ContentHashMismatch {
-                    expected: *expected,
-                    actual,
-                    path: slot,
-                }),
-            },
+            }
             SlotState::LegacyDir(dir) => match matches_tree_hash(&dir, expected)? {
                 Match::Exact | Match::Legacy => {
                     let label = &cache_key[..cache_key.len().min(16)];

@@ -14,8 +14,10 @@
 //! Last, it checks the store database (see `database`) against what it found on disk and corrects it:
 //! each difference is listed in `index_corrected`. The database is a cache: a difference is not damage.
 //!
-//! Layout: `repair` holds the repair steps; this module holds the report types and the verification
-//! pass.
+//! Layout: `repair` holds the repair steps; this module holds the report types, the verification
+//! pass, and the cheap checks commands make of one store path by this user's blob stamps
+//! (`changed_files` for a generation; `unchanged_since_verified` and `stamps_before_hashing` for a
+//! package a cache slot names).
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -459,6 +461,120 @@ fn compare(
 }
 
 impl Store {
+    /// The metadata of the package store path `path` when it may stand for the tree hash
+    /// `expected`: the path is named by that hash, its tree and metadata are this user's (or
+    /// root's), and the metadata records that hash (what was hashed when it was published).
+    fn manifest_vouching_for(
+        &self,
+        path: &crate::names::StorePath,
+        expected: &crate::tree_hash::TreeHash,
+    ) -> Option<std::sync::Arc<StorePathMeta>> {
+        if !expected.hex().starts_with(path.name().hash_part())
+            || !self.trusted_store_path(path.name())
+        {
+            return None;
+        }
+        self.cached_meta(path.name())
+            .filter(|meta| meta.tree_hash.as_ref() == Some(expected))
+    }
+
+    /// Whether the package store path `path`, named by the tree hash `expected`, is still the tree
+    /// this user published or verified, told without reading a file: its metadata is this user's
+    /// (or root's) and records `expected`; the walk finds exactly the entries its manifest lists,
+    /// each of the same type (a link with the same target); and every file is still the inode of
+    /// its blob as this user's blob stamp last recorded it (`crate::stamps`: a write moves ctime, a
+    /// replaced file is another inode, and each link this user makes records the stamp again).
+    /// `false` for anything else, a file that is a copy of its blob included: the caller hashes.
+    pub(crate) fn unchanged_since_verified(
+        &self,
+        path: &crate::names::StorePath,
+        expected: &crate::tree_hash::TreeHash,
+    ) -> bool {
+        let Some(meta) = self.manifest_vouching_for(path, expected) else {
+            return false;
+        };
+        let mut seen = 0;
+        for item in walkdir::WalkDir::new(path.path())
+            .min_depth(1)
+            .follow_links(false)
+        {
+            let Ok(item) = item else {
+                return false;
+            };
+            let Some(relative) = item
+                .path()
+                .strip_prefix(path.path())
+                .ok()
+                .and_then(Path::to_str)
+            else {
+                return false;
+            };
+            let Ok(index) = meta
+                .entries
+                .binary_search_by(|entry| entry.path().as_bytes().cmp(relative.as_bytes()))
+            else {
+                return false;
+            };
+            let file_type = item.file_type();
+            let same = match &meta.entries[index] {
+                Entry::Dir { .. } => file_type.is_dir(),
+                Entry::Link { target, .. } => {
+                    file_type.is_symlink()
+                        && std::fs::read_link(item.path())
+                            .is_ok_and(|found| found.as_os_str() == target.as_str())
+                }
+                Entry::File { blob, exec, .. } => {
+                    file_type.is_file()
+                        && item.metadata().is_ok_and(|found| match blob {
+                            None => found.len() == 0,
+                            Some(id) => {
+                                self.recorded_stamp(id, *exec)
+                                    == Some(crate::stamps::BlobStamp::of(&found))
+                            }
+                        })
+                }
+            };
+            if !same {
+                return false;
+            }
+            seen += 1;
+        }
+        seen == meta.entries.len()
+    }
+
+    /// The blob stamps a hash of the package store path `path` may record when it matches
+    /// `expected`, taken before the content is read (a change while it is hashed shows next time):
+    /// for each file that is its blob's inode, the file's stamp. Empty unless the store path is
+    /// named by `expected` and its metadata is this user's (or root's) and records that hash, since
+    /// only then does a match say that every file holds the content its manifest's blob names.
+    pub(crate) fn stamps_before_hashing(
+        &self,
+        path: &crate::names::StorePath,
+        expected: &crate::tree_hash::TreeHash,
+    ) -> Vec<(BlobId, bool, crate::stamps::BlobStamp)> {
+        let Some(meta) = self.manifest_vouching_for(path, expected) else {
+            return Vec::new();
+        };
+        meta.entries
+            .iter()
+            .filter_map(|entry| {
+                let Entry::File {
+                    path: relative,
+                    blob: Some(id),
+                    exec,
+                    ..
+                } = entry
+                else {
+                    return None;
+                };
+                let found = std::fs::symlink_metadata(path.path().join(relative)).ok()?;
+                let blob = std::fs::symlink_metadata(self.blob_path(id, *exec)).ok()?;
+                (found.is_file() && blob.ino() == found.ino() && blob.dev() == found.dev())
+                    .then(|| (*id, *exec, crate::stamps::BlobStamp::of(&found)))
+            })
+            .collect()
+    }
+
     /// The regular files of the store path `path` whose content is no longer what its manifest
     /// records, found cheaply: a file that is still its blob's inode is checked by the blob's
     /// identity stamp (size, mtime, ctime, inode recorded when this user last verified or linked it;
