@@ -39,6 +39,17 @@ impl BlobStamp {
         }
     }
 
+    /// Whether `self` is an earlier view of the inode `recorded` describes: the same inode, size
+    /// and mtime, an earlier ctime. Links of one blob placed in parallel record their stamps in any
+    /// order; each is taken after its own link, so the latest ctime is what the inode looks like
+    /// once they are all made, and an earlier view must not replace it.
+    pub(crate) fn is_earlier_view_of(&self, recorded: &BlobStamp) -> bool {
+        self.ino == recorded.ino
+            && self.size == recorded.size
+            && self.mtime == recorded.mtime
+            && self.ctime < recorded.ctime
+    }
+
     pub(crate) fn to_text(self) -> String {
         format!(
             "{} {} {} {} {} {}\n",
@@ -261,6 +272,43 @@ mod tests {
             ctime: (3, 4),
             ino: 5,
         }
+    }
+
+    #[test]
+    fn an_earlier_view_of_the_recorded_inode_never_replaces_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::Store::open(
+            &dir.path().join("cache"),
+            crate::StoreOptions {
+                flush: false,
+                ..crate::StoreOptions::default()
+            },
+        )
+        .unwrap();
+        let id = crate::BlobId::of(b"linked in parallel\n");
+        let earlier = stamp(7);
+        let later = BlobStamp {
+            ctime: (3, 9),
+            ..earlier
+        };
+        assert!(earlier.is_earlier_view_of(&later));
+        assert!(!later.is_earlier_view_of(&earlier));
+        let written = BlobStamp {
+            mtime: (1, 3),
+            ..earlier
+        };
+        assert!(
+            !written.is_earlier_view_of(&later),
+            "another mtime is another state, not an earlier view"
+        );
+
+        // Two links of one blob placed in parallel record their stamps out of order.
+        store.record_stamp(&id, false, later);
+        store.record_stamp(&id, false, earlier);
+        assert_eq!(store.recorded_stamp(&id, false), Some(later));
+        // A new state of the inode (a write moved mtime) is recorded as ever.
+        store.record_stamp(&id, false, written);
+        assert_eq!(store.recorded_stamp(&id, false), Some(written));
     }
 
     /// Publications from `threads` threads sharing one handle, as parallel batch builds do:

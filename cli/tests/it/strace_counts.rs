@@ -262,8 +262,15 @@ fn a_generation_rebuild_lists_and_reads_each_package_once() {
         .expect("the package's slot");
     let store_path = std::fs::canonicalize(&slot).unwrap();
     // A new overlay file: the next sync reads the package's MCP definitions, then renders and
-    // publishes a new generation of it (each a read of the inputs).
+    // publishes a new generation of it (each a read of the inputs). The one after `add` may hash
+    // the package once (removing the add's scratch links moved its blobs' ctime after their stamps
+    // were recorded); the next full sync is the one traced.
     write(&iso.project.join(".agents/rules/extra.md"), "# extra\n");
+    ok(&iso, &["sync"]);
+    write(
+        &iso.project.join(".agents/rules/extra.md"),
+        "# extra, again\n",
+    );
     let Some(trace) = traced(&iso, &["sync"]) else {
         return;
     };

@@ -164,6 +164,13 @@ impl Store {
         let (_, name) = id.file_name(executable);
         // The table is loaded first, so a recorded stamp is never overwritten by an older line.
         if let Some(mut state) = self.loaded_stamps() {
+            if state
+                .stamps
+                .get(&name)
+                .is_some_and(|recorded| stamp.is_earlier_view_of(recorded))
+            {
+                return;
+            }
             if state.stamps.insert(name.clone(), stamp) != Some(stamp) {
                 state.dirty.push((name, stamp));
             }
