@@ -151,7 +151,8 @@ impl SnapshotFetcher {
     /// [`SnapshotFetcher::prefetch_packages`], calling `ready` with the index in `wanted` of each
     /// pair as soon as that pair is fetched (its packages can then be taken from this fetcher), on
     /// the calling thread, while the other pairs are still downloading: work on one repository's
-    /// packages overlaps the downloads of the others. Pairs that fail are not passed to `ready` (their error is in the result).
+    /// packages overlaps the downloads of the others. Pairs that fail are not passed to `ready`
+    /// (their error is in the result).
     pub fn prefetch_packages_then(
         &self,
         wanted: &[(RepoId, String, Vec<String>)],

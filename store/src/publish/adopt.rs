@@ -148,15 +148,7 @@ impl Store {
         if !hard_links || self.has_blob(&id, exec) {
             // The blob exists (or store files are not hard links of their blobs): placed by the
             // link mode; a blob that lies is bypassed by the bytes read and restored from them.
-            self.import_bytes_locked(&bytes, exec)?;
-            match self.link_blob(&id, exec, dst) {
-                Ok(_) => {}
-                Err(StoreError::TamperedObject { .. }) => {
-                    write_new(dst, &bytes, mode)?;
-                    self.restore_blob_from(&id, exec, dst);
-                }
-                Err(error) => return Err(error),
-            }
+            self.place_bytes(&bytes, &id, exec, dst)?;
             return Ok(ImportedFile {
                 entry,
                 bytes: Some(bytes),

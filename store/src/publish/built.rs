@@ -448,26 +448,8 @@ impl Store {
                 if bytes.is_empty() {
                     return empty(dst);
                 }
-                // Linked first (rendered files are mostly the blobs of earlier generations): the
-                // blob is written only when linking finds it missing.
                 let id = BlobId::of(bytes);
-                let linked = match self.link_blob(&id, exec, dst) {
-                    Err(StoreError::MissingBlob { .. }) => {
-                        self.import_bytes_locked(bytes, exec)?;
-                        self.link_blob(&id, exec, dst)
-                    }
-                    other => other,
-                };
-                match linked {
-                    // Another user's blob of that name lies: this path gets its own copy.
-                    Err(StoreError::TamperedObject { .. }) => {
-                        write_new(dst, bytes, file_mode(exec))?;
-                        self.restore_blob_from(&id, exec, dst);
-                    }
-                    other => {
-                        other?;
-                    }
-                }
+                self.place_bytes(bytes, &id, exec, dst)?;
                 Ok(blob_entry(id, bytes.len() as u64))
             }
             Source::ExistingFile(file) => {
@@ -501,6 +483,35 @@ impl Store {
                     }
                 }
             }
+        }
+    }
+
+    /// Places `bytes` (whose BLAKE3 is `id`) at `dst` through their blob: linked first (rendered
+    /// files are mostly the blobs of earlier generations), the blob written only when linking
+    /// finds it missing. When the blob of that name lies (another user's, or changed in place),
+    /// `dst` gets its own copy of the bytes and an own blob is restored from it.
+    pub(super) fn place_bytes(
+        &self,
+        bytes: &[u8],
+        id: &BlobId,
+        exec: bool,
+        dst: &Path,
+    ) -> Result<()> {
+        let linked = match self.link_blob(id, exec, dst) {
+            Err(StoreError::MissingBlob { .. }) => {
+                self.import_bytes_locked(bytes, exec)?;
+                self.link_blob(id, exec, dst)
+            }
+            other => other,
+        };
+        match linked {
+            Ok(_) => Ok(()),
+            Err(StoreError::TamperedObject { .. }) => {
+                write_new(dst, bytes, file_mode(exec))?;
+                self.restore_blob_from(id, exec, dst);
+                Ok(())
+            }
+            Err(err) => Err(err),
         }
     }
 

@@ -13,9 +13,9 @@
 //! renamed complete. A package is published only after its tree hash matches the expected one.
 //!
 //! Layout: `blob` (blobs, stamps, linking), `adopt` (a package tree imported with each file read
-//! once, and a scratch tree's files adopted as blobs), `package` (content-addressed package trees), `built`
-//! (input-addressed paths and plans); this module holds the shared commit (stage and seal, flush,
-//! place) and tree scanning.
+//! once, and a scratch tree's files adopted as blobs), `package` (content-addressed package
+//! trees), `built` (input-addressed paths and plans); this module holds the shared commit (stage
+//! and seal, flush, place) and tree scanning.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -110,9 +110,10 @@ impl Store {
     /// manifest lists every directory of its tree, so nothing is read again); the top is moved into
     /// the store directory under a hidden name while still writable (moving a directory into
     /// another parent needs write permission on the directory itself, which a sealed top only
-    /// grants to root) and sealed there; after the flush [`Store::place`] renames it within the same directory, which needs no
-    /// permission on the tree itself. A process killed at any point never leaves an unsealed or
-    /// unflushed tree under a final name, only a hidden leftover GC removes.
+    /// grants to root) and sealed there; after the flush [`Store::place`] renames it within the
+    /// same directory, which needs no permission on the tree itself. A process killed at any point
+    /// never leaves an unsealed or unflushed tree under a final name, only a hidden leftover GC
+    /// removes.
     pub(crate) fn stage(
         &self,
         base: &Path,
